@@ -1,0 +1,255 @@
+package outbox_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox"
+)
+
+func TestEmitCommitsWithTransaction(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		order := Order{Customer: "ada", Amount: 42}
+		must(t, db.Transaction(func(tx *gorm.DB) error { return tx.Create(&order).Error }))
+
+		rows := events(t, db)
+		if len(rows) != 1 {
+			t.Fatalf("got %d events, want 1", len(rows))
+		}
+		e := rows[0]
+		if e.Type != "order.created" || e.AggregateType != "order" || e.AggregateID != strconv.Itoa(int(order.ID)) {
+			t.Errorf("event = %+v", e)
+		}
+		if e.Status != outbox.StatusPending || e.Attempts != 0 || e.Version != 1 || e.ClaimVersion != 0 {
+			t.Errorf("status %q attempts %d version %d claim_version %d", e.Status, e.Attempts, e.Version, e.ClaimVersion)
+		}
+		if len(e.EventID) != 36 {
+			t.Errorf("event_id %q is not a UUID", e.EventID)
+		}
+		var payload Order
+		must(t, json.Unmarshal(e.Payload, &payload))
+		if payload.Customer != "ada" || payload.Amount != 42 || payload.ID != order.ID {
+			t.Errorf("payload = %s", e.Payload)
+		}
+		if age := time.Since(e.AvailableAt); age < -time.Minute || age > time.Minute {
+			t.Errorf("available_at %v is not about now", e.AvailableAt)
+		}
+	})
+}
+
+func TestDefaultTransactionIsAtomic(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		must(t, db.Create(&Order{Customer: "ok"}).Error)
+		err := db.Create(&Order{Customer: "bad", FailAfterEmit: true}).Error
+		if !errors.Is(err, errHook) {
+			t.Fatalf("Create error = %v, want the hook's", err)
+		}
+		if n := count(t, db, &Order{}); n != 1 {
+			t.Errorf("%d orders, want 1", n)
+		}
+		if n := countEvents(t, db); n != 1 {
+			t.Errorf("%d events, want 1 (the failed create's event must roll back)", n)
+		}
+	})
+}
+
+func TestRollbackRemovesEvents(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		cases := []struct {
+			name string
+			run  func(db *gorm.DB) error
+		}{
+			{"hook error", func(db *gorm.DB) error {
+				return db.Transaction(func(tx *gorm.DB) error {
+					return tx.Create(&Order{FailAfterEmit: true}).Error
+				})
+			}},
+			{"later statement error", func(db *gorm.DB) error {
+				return db.Transaction(func(tx *gorm.DB) error {
+					if err := tx.Create(&Order{Customer: "first"}).Error; err != nil {
+						return err
+					}
+					return tx.Exec("INSERT INTO no_such_table VALUES (1)").Error
+				})
+			}},
+			{"function error after emit", func(db *gorm.DB) error {
+				return db.Transaction(func(tx *gorm.DB) error {
+					if err := outbox.Emit(tx, outbox.Event{Type: "direct"}); err != nil {
+						return err
+					}
+					return errors.New("changed my mind")
+				})
+			}},
+			{"panic", func(db *gorm.DB) (err error) {
+				defer func() {
+					if r := recover(); r != nil {
+						err = errors.New("panicked")
+					}
+				}()
+				return db.Transaction(func(tx *gorm.DB) error {
+					if err := tx.Create(&Order{Customer: "p"}).Error; err != nil {
+						return err
+					}
+					panic("boom")
+				})
+			}},
+			{"rolled back nested transaction", func(db *gorm.DB) error {
+				return db.Transaction(func(tx *gorm.DB) error {
+					_ = tx.Transaction(func(tx2 *gorm.DB) error {
+						if err := tx2.Create(&Order{Customer: "nested"}).Error; err != nil {
+							return err
+						}
+						return errors.New("roll back to the savepoint")
+					})
+					return outbox.Emit(tx, outbox.Event{Type: "kept"})
+				})
+			}},
+			{"rolled back savepoint", func(db *gorm.DB) error {
+				return db.Transaction(func(tx *gorm.DB) error {
+					if err := tx.SavePoint("sp1").Error; err != nil {
+						return err
+					}
+					if err := tx.Create(&Order{Customer: "sp"}).Error; err != nil {
+						return err
+					}
+					return tx.RollbackTo("sp1").Error
+				})
+			}},
+		}
+		for _, c := range cases {
+			before := countEvents(t, db)
+			beforeKept := countEvents(t, db, "type = ?", "kept")
+			err := c.run(db)
+			got := countEvents(t, db) - before
+			kept := countEvents(t, db, "type = ?", "kept") - beforeKept
+			switch c.name {
+			case "rolled back nested transaction":
+				if err != nil || got != 1 || kept != 1 {
+					t.Errorf("%s: err %v, %d new events (%d kept), want only the outer event", c.name, err, got, kept)
+				}
+			case "rolled back savepoint":
+				if err != nil || got != 0 {
+					t.Errorf("%s: err %v, %d new events, want 0", c.name, err, got)
+				}
+			default:
+				if err == nil || got != 0 {
+					t.Errorf("%s: err %v, %d new events, want an error and 0", c.name, err, got)
+				}
+			}
+		}
+		if n := count(t, db, &Order{}); n != 0 {
+			t.Errorf("%d orders survived the rollbacks", n)
+		}
+	})
+}
+
+func TestSkipDefaultTransaction(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		nodefault := db.Session(&gorm.Session{SkipDefaultTransaction: true})
+
+		err := nodefault.Create(&Order{Customer: "no tx"}).Error
+		if !errors.Is(err, outbox.ErrNotInTransaction) {
+			t.Errorf("Create without a transaction: err = %v, want ErrNotInTransaction", err)
+		}
+		if err := outbox.Emit(db, outbox.Event{Type: "x"}); !errors.Is(err, outbox.ErrNotInTransaction) {
+			t.Errorf("Emit(db): err = %v, want ErrNotInTransaction", err)
+		}
+		if n := countEvents(t, db); n != 0 {
+			t.Errorf("%d events written outside a transaction", n)
+		}
+
+		// A recorded aggregate is refused before its row is written.
+		acc := Account{Owner: "x"}
+		acc.Record(outbox.Event{Type: "account.opened"})
+		if err := nodefault.Create(&acc).Error; !errors.Is(err, outbox.ErrNotInTransaction) {
+			t.Errorf("Create recorded aggregate: err = %v, want ErrNotInTransaction", err)
+		}
+		if n := count(t, db, &Account{}); n != 0 {
+			t.Errorf("the aggregate was written (%d rows) although its events could not be", n)
+		}
+		if len(acc.RecordedEvents()) != 1 {
+			t.Errorf("the refused save cleared the recorded events")
+		}
+
+		// Inside an explicit transaction the same session works.
+		must(t, nodefault.Transaction(func(tx *gorm.DB) error { return tx.Create(&Order{Customer: "tx"}).Error }))
+		if n := countEvents(t, db); n != 1 {
+			t.Errorf("%d events, want 1", n)
+		}
+	})
+}
+
+func TestPrepareStmt(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		prep := db.Session(&gorm.Session{PrepareStmt: true})
+		for range 3 { // the second and third runs use the prepared statements
+			must(t, prep.Create(&Order{Customer: "p"}).Error)
+			must(t, prep.Transaction(func(tx *gorm.DB) error {
+				if err := tx.Create(&Order{Customer: "q"}).Error; err != nil {
+					return err
+				}
+				return outbox.Emit(tx, outbox.Event{Type: "direct"})
+			}))
+		}
+		_ = prep.Transaction(func(tx *gorm.DB) error {
+			_ = tx.Create(&Order{Customer: "r"})
+			return errors.New("rollback")
+		})
+		if n := countEvents(t, db); n != 9 {
+			t.Errorf("%d events, want 9", n)
+		}
+	})
+}
+
+func TestHooksOnUpdateSaveDelete(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		s := Shipment{Status: "new"}
+		must(t, db.Create(&s).Error) // AfterSave
+		s.Status = "sent"
+		must(t, db.Save(&s).Error) // AfterUpdate + AfterSave
+		must(t, db.Model(&s).Update("status", "delivered").Error)
+		must(t, db.Delete(&s).Error)
+
+		var types []string
+		for _, e := range events(t, db) {
+			types = append(types, e.Type)
+		}
+		want := []string{"shipment.saved", "shipment.updated", "shipment.saved", "shipment.updated", "shipment.saved", "shipment.deleted"}
+		if len(types) != len(want) {
+			t.Fatalf("events %v, want %v", types, want)
+		}
+		for i := range want {
+			if types[i] != want[i] {
+				t.Fatalf("events %v, want %v", types, want)
+			}
+		}
+	})
+}
+
+func TestDryRunWritesNothing(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		dry := db.Session(&gorm.Session{DryRun: true})
+		_ = dry.Create(&Order{Customer: "dry"}).Error
+		acc := Account{Owner: "dry"}
+		acc.Deposit(1)
+		_ = dry.Create(&acc).Error
+		if n := countEvents(t, db); n != 0 {
+			t.Errorf("%d events written by a dry run", n)
+		}
+	})
+}
+
+func TestEmitWithoutPlugin(t *testing.T) {
+	db := setup(t, openSQLite(t))
+	bare, err := gorm.Open(db.Dialector, &gorm.Config{})
+	must(t, err)
+	err = bare.Transaction(func(tx *gorm.DB) error { return outbox.Emit(tx, outbox.Event{Type: "x"}) })
+	if !errors.Is(err, outbox.ErrNotRegistered) {
+		t.Errorf("err = %v, want ErrNotRegistered", err)
+	}
+}

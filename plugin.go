@@ -1,0 +1,154 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sync"
+
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox/internal/dialect"
+)
+
+// PluginName is the name the outbox Plugin registers under in
+// gorm.Config.Plugins.
+const PluginName = "gorm-outbox"
+
+// maxTableNameLen leaves room, within PostgreSQL's 63-byte identifiers, for
+// the suffixes of the index, trigger and companion-table names.
+const maxTableNameLen = 48
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Plugin installs the outbox into a *gorm.DB:
+//
+//	if err := db.Use(&outbox.Plugin{}); err != nil { ... }
+//
+// Its zero value works. It registers callbacks on create, update and delete
+// that write the events a statement emitted (through Emit in a model hook,
+// or recorded on an aggregate with Recorder) in one multi-row INSERT,
+// inside the statement's transaction, before it commits.
+//
+// A Plugin must not be copied or shared between *gorm.DB instances after
+// Use; configure it through its fields before calling Use.
+type Plugin struct {
+	// TableName is the outbox table (default DefaultTableName). It must be a
+	// plain SQL identifier: letters, digits and underscores, not starting
+	// with a digit, at most 48 characters. It is never quoted or escaped,
+	// so anything else is refused by Use.
+	TableName string
+
+	// AutoMigrate makes Use create the outbox tables and indexes (see
+	// Migrate) if they do not exist yet.
+	AutoMigrate bool
+
+	table         string
+	kind          dialect.Kind
+	writer        *writer
+	recorderTypes sync.Map // reflect.Type -> bool: does *T embed a Recorder
+}
+
+// Name implements gorm.Plugin.
+func (p *Plugin) Name() string { return PluginName }
+
+// Initialize implements gorm.Plugin: it validates the configuration,
+// registers the callbacks and, with AutoMigrate, migrates.
+func (p *Plugin) Initialize(db *gorm.DB) error {
+	table, err := validTableName(p.TableName)
+	if err != nil {
+		return err
+	}
+	kind, err := dialect.Of(db)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	p.table, p.kind = table, kind
+	p.writer = newWriter(kind, table)
+
+	if err := p.registerCallbacks(db); err != nil {
+		return fmt.Errorf("outbox: registering callbacks: %w", err)
+	}
+	if p.AutoMigrate {
+		if err := migrate(db, table); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Table returns the outbox table name in use (DefaultTableName unless
+// TableName was set).
+func (p *Plugin) Table() string {
+	if p.table != "" {
+		return p.table
+	}
+	if p.TableName != "" {
+		return p.TableName
+	}
+	return DefaultTableName
+}
+
+func validTableName(name string) (string, error) {
+	if name == "" {
+		return DefaultTableName, nil
+	}
+	if !identRE.MatchString(name) {
+		return "", fmt.Errorf("%w: TableName %q is not a plain SQL identifier (letters, digits, underscore; not starting with a digit)", ErrInvalidConfig, name)
+	}
+	if len(name) > maxTableNameLen {
+		return "", fmt.Errorf("%w: TableName %q is longer than %d characters", ErrInvalidConfig, name, maxTableNameLen)
+	}
+	return name, nil
+}
+
+// Lookup returns the Plugin installed on db, or ErrNotRegistered.
+func Lookup(db *gorm.DB) (*Plugin, error) {
+	if db == nil || db.Config == nil {
+		return nil, ErrNotRegistered
+	}
+	if p, ok := db.Config.Plugins[PluginName].(*Plugin); ok && p.writer != nil {
+		return p, nil
+	}
+	return nil, ErrNotRegistered
+}
+
+const (
+	cbBegin = "outbox:begin"
+	cbFlush = "outbox:flush"
+	cbClear = "outbox:clear"
+)
+
+func (p *Plugin) registerCallbacks(db *gorm.DB) error {
+	// Each chain: begin after GORM opens its default transaction and before
+	// the first model hook; flush after the last model hook and before the
+	// commit (a callback ordered only after the hooks would run after the
+	// commit); clear recorded events once the statement has finished.
+	create, update, del := db.Callback().Create(), db.Callback().Update(), db.Callback().Delete()
+	return errors.Join(
+		create.After("gorm:begin_transaction").Before("gorm:before_create").Register(cbBegin, p.begin),
+		create.After("gorm:after_create").Before("gorm:commit_or_rollback_transaction").Register(cbFlush, p.flush),
+		create.After("gorm:commit_or_rollback_transaction").Register(cbClear, p.clear),
+		update.After("gorm:begin_transaction").Before("gorm:before_update").Register(cbBegin, p.begin),
+		update.After("gorm:after_update").Before("gorm:commit_or_rollback_transaction").Register(cbFlush, p.flush),
+		update.After("gorm:commit_or_rollback_transaction").Register(cbClear, p.clear),
+		del.After("gorm:begin_transaction").Before("gorm:before_delete").Register(cbBegin, p.begin),
+		del.After("gorm:after_delete").Before("gorm:commit_or_rollback_transaction").Register(cbFlush, p.flush),
+		del.After("gorm:commit_or_rollback_transaction").Register(cbClear, p.clear),
+	)
+}
+
+// hasRecorder reports whether the statement's model embeds a Recorder.
+func (p *Plugin) hasRecorder(stmt *gorm.Statement) bool {
+	if stmt.Schema == nil {
+		return false
+	}
+	t := stmt.Schema.ModelType
+	if v, ok := p.recorderTypes.Load(t); ok {
+		return v.(bool)
+	}
+	ok := reflect.PointerTo(t).Implements(recorderHolderType)
+	p.recorderTypes.Store(t, ok)
+	return ok
+}
