@@ -77,7 +77,7 @@ func setup(t *testing.T, db *gorm.DB) *gorm.DB {
 	if err := db.Use(&outbox.Plugin{AutoMigrate: true}); err != nil {
 		t.Fatalf("db.Use: %v", err)
 	}
-	if err := db.AutoMigrate(&Order{}, &Shipment{}, &Account{}); err != nil {
+	if err := db.AutoMigrate(&Order{}, &Shipment{}, &Account{}, &Wallet{}); err != nil {
 		t.Fatalf("AutoMigrate: %v", err)
 	}
 	return db

@@ -1,0 +1,82 @@
+package outbox_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox"
+)
+
+func TestDedupe(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		ev := outbox.Event{ID: "order-1-created", Type: "order.created", AggregateID: "1", PartitionKey: "order-1", Payload: map[string]int{"a": 1, "b": 2}}
+		emit := func(events ...outbox.Event) error {
+			return db.Transaction(func(tx *gorm.DB) error { return outbox.Emit(tx, events...) })
+		}
+		must(t, emit(ev))
+		must(t, emit(ev))     // same content: a no-op
+		must(t, emit(ev, ev)) // twice in one call too
+		if n := countEvents(t, db); n != 1 {
+			t.Fatalf("%d rows for one event id, want 1", n)
+		}
+
+		changed := []outbox.Event{
+			{ID: ev.ID, Type: "order.updated", AggregateID: "1", PartitionKey: "order-1", Payload: ev.Payload},
+			{ID: ev.ID, Type: ev.Type, AggregateID: "1", PartitionKey: "order-1", Payload: map[string]int{"a": 2}},
+			{ID: ev.ID, Type: ev.Type, AggregateID: "2", PartitionKey: "order-1", Payload: ev.Payload},
+			{ID: ev.ID, Type: ev.Type, AggregateID: "1", PartitionKey: "order-2", Payload: ev.Payload},
+		}
+		for _, c := range changed {
+			err := emit(outbox.Event{Type: "other"}, c)
+			if !errors.Is(err, outbox.ErrDuplicateEvent) {
+				t.Errorf("re-emit with changed content: err = %v, want ErrDuplicateEvent", err)
+			}
+		}
+		if n := countEvents(t, db); n != 1 {
+			t.Errorf("%d rows after refused duplicates, want 1", n)
+		}
+
+		// Ids are case-sensitive on every dialect (MySQL's default collation is not).
+		must(t, emit(outbox.Event{ID: "ORDER-1-CREATED", Type: "order.created"}))
+		if n := countEvents(t, db); n != 2 {
+			t.Errorf("%d rows, want 2: ids differing in case are different events", n)
+		}
+	})
+}
+
+func TestDedupeConcurrentWriters(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		const writers, rounds = 8, 20
+		for r := range rounds {
+			id := "concurrent-" + string(rune('a'+r))
+			var wg sync.WaitGroup
+			errs := make(chan error, writers)
+			for range writers {
+				wg.Go(func() {
+					errs <- db.Transaction(func(tx *gorm.DB) error {
+						if err := tx.Create(&Order{Customer: "w"}).Error; err != nil { // a business write first
+							return err
+						}
+						return outbox.Emit(tx, outbox.Event{ID: id, Type: "same", Payload: "x"})
+					})
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatalf("concurrent emit of one id: %v", err)
+				}
+			}
+		}
+		if n := countEvents(t, db, "type = ?", "same"); n != rounds {
+			t.Errorf("%d rows, want %d (one per id)", n, rounds)
+		}
+		if n := count(t, db, &Order{}); n != writers*rounds {
+			t.Errorf("%d orders, want %d: every writer's transaction commits", n, writers*rounds)
+		}
+	})
+}

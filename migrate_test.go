@@ -1,0 +1,117 @@
+package outbox_test
+
+import (
+	"fmt"
+	"io/fs"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	mysqldriver "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/testenv"
+	"github.com/gormoutbox/outbox/migrations"
+)
+
+// outbox.Migrate and the SQL files, run as a migration tool runs them (each
+// file whole, through the driver), create the same tables and indexes, and
+// the GORM model maps every column.
+func TestMigrateMatchesSQLFiles(t *testing.T) {
+	for _, d := range testenv.Dialects {
+		t.Run(d, func(t *testing.T) {
+			viaMigrate := testenv.Open(t, d)
+			must(t, outbox.Migrate(viaMigrate))
+
+			viaFiles := openMultiStatement(t, d)
+			up, err := fs.ReadFile(migrations.FS, d+"/0001_outbox_events.up.sql")
+			must(t, err)
+			must(t, viaFiles.Exec(string(up)).Error)
+
+			a, b := schemaOf(t, viaMigrate, d), schemaOf(t, viaFiles, d)
+			if !slices.Equal(a, b) {
+				t.Errorf("Migrate and the SQL file disagree:\nMigrate:\n  %s\nfile:\n  %s", strings.Join(a, "\n  "), strings.Join(b, "\n  "))
+			}
+			for _, want := range []string{"outbox_events_claim_idx", "outbox_events_key_idx", "outbox_events_aggregate_idx", "outbox_events_event_id_key"} {
+				if !slices.ContainsFunc(a, func(s string) bool { return strings.Contains(s, want) }) {
+					t.Errorf("index %s is missing", want)
+				}
+			}
+
+			// The model maps exactly the table's columns.
+			stmt := &gorm.Statement{DB: viaMigrate}
+			must(t, stmt.Parse(&outbox.OutboxEvent{}))
+			cols, err := viaMigrate.Migrator().ColumnTypes(outbox.DefaultTableName)
+			must(t, err)
+			var names []string
+			for _, c := range cols {
+				names = append(names, c.Name())
+			}
+			slices.Sort(names)
+			fields := slices.Sorted(slices.Values(stmt.Schema.DBNames))
+			if !slices.Equal(names, fields) {
+				t.Errorf("table columns %v\nmodel fields  %v", names, fields)
+			}
+
+			// The down migration removes everything.
+			down, err := fs.ReadFile(migrations.FS, d+"/0001_outbox_events.down.sql")
+			must(t, err)
+			must(t, viaFiles.Exec(string(down)).Error)
+			if viaFiles.Migrator().HasTable(outbox.DefaultTableName) {
+				t.Error("the down migration left the table")
+			}
+		})
+	}
+}
+
+// openMultiStatement opens a fresh database whose driver runs a whole
+// migration file in one Exec, as migration tools do.
+func openMultiStatement(t *testing.T, d string) *gorm.DB {
+	if d != testenv.MySQL {
+		return testenv.Open(t, d)
+	}
+	cfg, err := mysql.ParseDSN(testenv.DSN(t, d))
+	must(t, err)
+	cfg.MultiStatements = true
+	db, err := gorm.Open(mysqldriver.Open(cfg.FormatDSN()), testenv.Config())
+	must(t, err)
+	sqlDB, _ := db.DB()
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	return db
+}
+
+var autoIncrementRE = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
+
+// schemaOf describes the outbox tables, indexes and triggers as sorted text.
+func schemaOf(t *testing.T, db *gorm.DB, d string) []string {
+	t.Helper()
+	var out []string
+	switch d {
+	case testenv.Postgres:
+		must(t, db.Raw(`SELECT column_name || ' ' || data_type || ' ' || coalesce(character_maximum_length::text, '') || ' ' || is_nullable || ' ' || coalesce(column_default, '')
+			FROM information_schema.columns WHERE table_schema = current_schema() AND table_name LIKE 'outbox%'`).Scan(&out).Error)
+		var more []string
+		must(t, db.Raw(`SELECT replace(indexdef, current_schema() || '.', '') FROM pg_indexes WHERE schemaname = current_schema() AND tablename LIKE 'outbox%'
+			UNION ALL SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = current_schema()
+			UNION ALL SELECT trigger_name || ' ' || action_timing || ' ' || event_manipulation || ' ' || action_statement FROM information_schema.triggers WHERE trigger_schema = current_schema()`).Scan(&more).Error)
+		out = append(out, more...)
+	case testenv.MySQL:
+		var tables []string
+		must(t, db.Raw("SHOW TABLES").Scan(&tables).Error)
+		for _, tbl := range tables {
+			var name, create string
+			must(t, db.Raw("SHOW CREATE TABLE "+tbl).Row().Scan(&name, &create))
+			out = append(out, strings.Split(autoIncrementRE.ReplaceAllString(create, ""), "\n")...)
+		}
+	case testenv.SQLite:
+		must(t, db.Raw(`SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'`).Scan(&out).Error)
+	}
+	if len(out) == 0 {
+		t.Fatal(fmt.Sprintf("no schema found on %s", d))
+	}
+	slices.Sort(out)
+	return out
+}
