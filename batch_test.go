@@ -18,9 +18,9 @@ type sqlCounter struct {
 }
 
 func (c *sqlCounter) LogMode(logger.LogLevel) logger.Interface { return c }
-func (c *sqlCounter) Info(context.Context, string, ...any)   {}
-func (c *sqlCounter) Warn(context.Context, string, ...any)   {}
-func (c *sqlCounter) Error(context.Context, string, ...any)  {}
+func (c *sqlCounter) Info(context.Context, string, ...any)     {}
+func (c *sqlCounter) Warn(context.Context, string, ...any)     {}
+func (c *sqlCounter) Error(context.Context, string, ...any)    {}
 func (c *sqlCounter) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
 	sql, _ := fc()
 	c.mu.Lock()

@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	pgdriver "gorm.io/driver/postgres"
 	mysqldriver "gorm.io/driver/mysql"
+	pgdriver "gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"

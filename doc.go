@@ -1,0 +1,72 @@
+// Package outbox is a transactional outbox for GORM: the events that
+// describe a write commit in the same database transaction as the write,
+// and a relay (package relay) delivers them afterwards, at least once.
+//
+// # Installing
+//
+//	db, err := gorm.Open(postgres.Open(dsn), &gorm.Config{})
+//	err = db.Use(&outbox.Plugin{})   // the zero value works
+//	err = outbox.Migrate(db)         // or apply the files of package migrations
+//
+// PostgreSQL, MySQL 8 / MariaDB and SQLite (gorm.io/driver/sqlite) are
+// supported. On MySQL, open the connection with parseTime=true and
+// loc=UTC; on SQLite, with _txlock=immediate and a _busy_timeout.
+//
+// # Emitting events
+//
+// Emit writes through the transaction of the *gorm.DB it is given. From a
+// model hook, that is the statement's transaction (GORM's default
+// transaction, or the caller's db.Transaction):
+//
+//	func (o *Order) AfterCreate(tx *gorm.DB) error {
+//		return outbox.Emit(tx, outbox.Event{
+//			Type:          "order.created",
+//			AggregateType: "order",
+//			AggregateID:   strconv.Itoa(int(o.ID)),
+//			PartitionKey:  "customer-" + o.CustomerID,
+//			Payload:       o,
+//		})
+//	}
+//
+// Inside db.Transaction, call Emit with the transaction's tx. Outside a
+// transaction, Emit returns ErrNotInTransaction and writes nothing: an
+// event that could commit without its business rows, or survive their
+// rollback, is what the outbox exists to prevent.
+//
+// Alternatively an aggregate embeds Recorder, records events while its
+// methods run, and the plugin writes them when the aggregate is saved.
+//
+// # What is guaranteed
+//
+//   - The event rows commit with the transaction and vanish with its
+//     rollback, whatever the cause: an error from a hook or a later
+//     statement, a panic in db.Transaction, a rolled-back savepoint.
+//   - The events of one statement, such as a CreateInBatches of many models
+//     whose hooks emit, are written in one multi-row INSERT (per 500 rows).
+//   - An invalid event fails with an error wrapping ErrInvalidEvent that
+//     names the field; nothing is written.
+//   - Event.ID is a dedupe key: the same ID with the same content is stored
+//     once; with other content the write fails with ErrDuplicateEvent.
+//   - Events sharing a PartitionKey get ids in the commit order of their
+//     transactions: writers of one key wait for each other from Emit until
+//     commit (a transaction-scoped advisory lock on PostgreSQL, a row of
+//     outbox_events_keys on MySQL; SQLite has one writer). The relay
+//     delivers them in that order. On MySQL the first concurrent writers of
+//     a brand-new key can fail with InnoDB's deadlock error 1213; retry the
+//     transaction, as with any deadlock.
+//   - The W3C trace context of the context's current OpenTelemetry span is
+//     stored in the "traceparent" header, so that delivery continues the
+//     trace.
+//
+// Return Emit's error, and every statement's error, from hooks and from the
+// db.Transaction function: an error ignored there lets MySQL and SQLite
+// commit the rest.
+//
+// # Delivery
+//
+// A worker runs relay.New(db, publisher).Start(ctx); publishers deliver an
+// Envelope (the event as stored, with its attempt number) to asynq, Redis
+// Streams or in-process handlers. Handlers return Permanent(err) for
+// failures that retrying cannot fix and Unavailable(err) when their
+// transport is down.
+package outbox
