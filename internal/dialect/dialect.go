@@ -106,3 +106,16 @@ func (k Kind) InsertIgnore(col string) string {
 		return " ON CONFLICT (" + col + ") DO NOTHING"
 	}
 }
+
+// SecondsSince returns an SQL expression for the seconds elapsed since the
+// time expression expr, by the database clock.
+func (k Kind) SecondsSince(expr string) string {
+	switch k {
+	case Postgres:
+		return "EXTRACT(EPOCH FROM (clock_timestamp() - " + expr + "))"
+	case MySQL:
+		return "(TIMESTAMPDIFF(MICROSECOND, " + expr + ", UTC_TIMESTAMP(6)) / 1000000.0)"
+	default:
+		return "((julianday('now') - julianday(" + expr + ")) * 86400.0)"
+	}
+}

@@ -25,11 +25,11 @@ CREATE TABLE IF NOT EXISTS outbox_events (
     PRIMARY KEY (id),
     UNIQUE KEY outbox_events_event_id_key (event_id),
     -- InnoDB has no partial indexes. The claim reads one status at a time
-    -- in id order from this index, so the index delivers the ORDER BY and
-    -- SKIP LOCKED locks only the rows it returns.
-    KEY outbox_events_claim_idx (status, id),
+    -- in (available_at, id) order from this index (id is implied), so the
+    -- index delivers the ORDER BY and SKIP LOCKED locks only the rows it
+    -- returns. It also finds the few publishing rows whose lease expired.
+    KEY outbox_events_claim_idx (status, available_at),
     KEY outbox_events_key_idx (partition_key, status, id),
-    KEY outbox_events_lease_idx (status, locked_until),
     KEY outbox_events_aggregate_idx (aggregate_type, aggregate_id),
     CONSTRAINT outbox_events_status_check
         CHECK (status IN ('pending', 'publishing', 'published', 'failed', 'dead'))

@@ -26,10 +26,11 @@ CREATE TABLE IF NOT EXISTS outbox_events (
         CHECK (status IN ('pending', 'publishing', 'published', 'failed', 'dead'))
 );
 
--- The claim walks claimable rows in id order; published history is not in
--- this index, so a claim stays fast however much history the table holds.
+-- The claim reads claimable rows in (available_at, id) order up to now.
+-- Published history and events waiting for a retry are not in the range it
+-- scans, so a claim stays fast however much history the table holds.
 CREATE INDEX IF NOT EXISTS outbox_events_claim_idx
-    ON outbox_events (id) WHERE status IN ('pending', 'failed');
+    ON outbox_events (available_at, id) WHERE status IN ('pending', 'failed');
 
 -- Per-key order: the unfinished events of a key, oldest first.
 CREATE INDEX IF NOT EXISTS outbox_events_key_idx

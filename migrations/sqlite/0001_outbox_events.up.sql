@@ -29,7 +29,7 @@ CREATE TABLE IF NOT EXISTS outbox_events (
 CREATE UNIQUE INDEX IF NOT EXISTS outbox_events_event_id_key ON outbox_events (event_id);
 
 CREATE INDEX IF NOT EXISTS outbox_events_claim_idx
-    ON outbox_events (id) WHERE status IN ('pending', 'failed');
+    ON outbox_events (available_at, id) WHERE status IN ('pending', 'failed');
 
 CREATE INDEX IF NOT EXISTS outbox_events_key_idx
     ON outbox_events (partition_key, id) WHERE status IN ('pending', 'publishing', 'failed');

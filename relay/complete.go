@@ -1,0 +1,263 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/dialect"
+)
+
+// fence says whose claims a completion may apply to.
+type fence int
+
+const (
+	// fenceMine: the claims of this relay whose lease has not expired.
+	fenceMine fence = iota
+	// fenceExpired: any claim whose lease has expired (rescue). It bumps
+	// claim_version, so that the relay that lost the lease can tell.
+	fenceExpired
+)
+
+// sqlBuilder accumulates SQL text and its arguments in order.
+type sqlBuilder struct {
+	kind dialect.Kind
+	sb   strings.Builder
+	args []any
+}
+
+func (b *sqlBuilder) add(sql string, args ...any) {
+	b.sb.WriteString(sql)
+	b.args = append(b.args, args...)
+}
+
+func (b *sqlBuilder) now() {
+	s, a := b.kind.Now()
+	b.add(s, a...)
+}
+
+func (b *sqlBuilder) nowPlus(d time.Duration) {
+	s, a := b.kind.NowPlus(d)
+	b.add(s, a...)
+}
+
+// caseByID writes "CASE id WHEN ? THEN <value> … ELSE <otherwise> END" for
+// the outcomes selected by keep; value writes one outcome's value.
+func (b *sqlBuilder) caseByID(outs []outcome, keep func(*outcome) bool, value func(*outcome), otherwise string) bool {
+	opened := false
+	for i := range outs {
+		o := &outs[i]
+		if !keep(o) {
+			continue
+		}
+		if !opened {
+			b.add("CASE id")
+			opened = true
+		}
+		b.add(" WHEN ? THEN ", o.row.ID)
+		value(o)
+	}
+	if opened {
+		b.add(" ELSE " + otherwise + " END")
+	}
+	return opened
+}
+
+func statusAfter(o *outcome) outbox.Status {
+	switch o.kind {
+	case published:
+		return outbox.StatusPublished
+	case failed:
+		return outbox.StatusFailed
+	case dead:
+		return outbox.StatusDead
+	default: // released: as it was before the claim
+		if o.row.Attempts-1 > 0 {
+			return outbox.StatusFailed
+		}
+		return outbox.StatusPending
+	}
+}
+
+// completion builds the one conditional UPDATE that records every outcome
+// of a batch. Each row is updated only if it is still publishing under the
+// claim_version it was claimed with, and, for fenceMine, still locked by
+// this relay with its lease unexpired.
+func (r *Relay) completion(outs []outcome, f fence) (string, []any) {
+	b := &sqlBuilder{kind: r.kind}
+	b.add("UPDATE " + r.table + " SET status = ")
+	b.caseByID(outs, func(*outcome) bool { return true }, func(o *outcome) { b.add("?", string(statusAfter(o))) }, "status")
+	b.add(", locked_by = NULL, locked_until = NULL")
+	if f == fenceExpired {
+		b.add(", claim_version = claim_version + 1")
+	}
+	b.add(", attempts = ")
+	if !b.caseByID(outs, func(o *outcome) bool { return o.kind == released }, func(o *outcome) { b.add("?", o.row.Attempts-1) }, "attempts") {
+		b.add("attempts")
+	}
+	b.add(", available_at = ")
+	if !b.caseByID(outs, func(o *outcome) bool { return o.kind == failed || o.kind == released }, func(o *outcome) { b.nowPlus(o.delay) }, "available_at") {
+		b.add("available_at")
+	}
+	b.add(", last_error = ")
+	if !b.caseByID(outs, func(o *outcome) bool { return o.err != nil }, func(o *outcome) { b.add("?", errorText(o.err)) }, "last_error") {
+		b.add("last_error")
+	}
+	b.add(", published_at = ")
+	if !b.caseByID(outs, func(o *outcome) bool { return o.kind == published }, func(*outcome) { b.now() }, "published_at") {
+		b.add("published_at")
+	}
+
+	b.add(" WHERE id IN (")
+	for i := range outs {
+		if i > 0 {
+			b.add(", ")
+		}
+		b.add("?", outs[i].row.ID)
+	}
+	b.add(") AND status = 'publishing' AND claim_version = ")
+	b.caseByID(outs, func(*outcome) bool { return true }, func(o *outcome) { b.add("?", o.row.ClaimVersion) }, "-1")
+	switch f {
+	case fenceMine:
+		b.add(" AND locked_by = ?", r.cfg.workerID)
+		b.add(" AND locked_until > ")
+		b.now()
+	case fenceExpired:
+		b.add(" AND locked_until <= ")
+		b.now()
+	}
+	return b.sb.String(), b.args
+}
+
+// maxErrorLen bounds last_error (TEXT holds 64 KiB on MySQL).
+const maxErrorLen = 4000
+
+func errorText(err error) string {
+	s := err.Error()
+	if len(s) > maxErrorLen {
+		s = s[:maxErrorLen] + "…"
+	}
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "?")
+}
+
+// apply records outs and returns which of them the fence let through.
+func (r *Relay) apply(ctx context.Context, outs []outcome, f fence) ([]bool, error) {
+	applied := make([]bool, len(outs))
+	if len(outs) == 0 {
+		return applied, nil
+	}
+	sql, args := r.completion(outs, f)
+	db := r.db.WithContext(ctx)
+	pos := make(map[int64]int, len(outs))
+	for i := range outs {
+		pos[outs[i].row.ID] = i
+	}
+	if r.drv.returning() {
+		var ids []int64
+		if err := db.Raw(sql+" RETURNING id", args...).Scan(&ids).Error; err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			applied[pos[id]] = true
+		}
+		return applied, nil
+	}
+	res := db.Exec(sql, args...)
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.RowsAffected == int64(len(outs)) {
+		for i := range applied {
+			applied[i] = true
+		}
+		return applied, nil
+	}
+	// Some were refused: tell which by their state now. A row this update
+	// changed left publishing with the claim_version it expected (plus one
+	// for a rescue); a refused one was rescued or claimed since, which
+	// bumped its claim_version, or is still publishing.
+	var now []struct {
+		ID           int64
+		ClaimVersion int64
+		Status       outbox.Status
+	}
+	ids := make([]int64, len(outs))
+	for i := range outs {
+		ids[i] = outs[i].row.ID
+	}
+	if err := db.Table(r.table).Select("id, claim_version, status").Where("id IN ?", ids).Scan(&now).Error; err != nil {
+		return nil, err
+	}
+	for _, row := range now {
+		i := pos[row.ID]
+		want := outs[i].row.ClaimVersion
+		if f == fenceExpired {
+			want++
+		}
+		applied[i] = row.ClaimVersion == want && row.Status == statusAfter(&outs[i])
+	}
+	return applied, nil
+}
+
+// rescue returns events whose lease expired (their relay crashed or
+// stalled) to the table: failed with a backoff, or dead when the claim that
+// expired was their last attempt. A crash spends an attempt, so an event
+// that crashes every relay that delivers it goes dead after its attempts.
+func (r *Relay) rescue(ctx context.Context) (int, error) {
+	var rows []outbox.OutboxEvent
+	b := &sqlBuilder{kind: r.kind}
+	b.add("SELECT * FROM " + r.table + " WHERE status = 'publishing' AND locked_until <= ")
+	b.now()
+	b.add(" ORDER BY id LIMIT 500")
+	if err := r.db.WithContext(ctx).Raw(b.sb.String(), b.args...).Scan(&rows).Error; err != nil {
+		return 0, fmt.Errorf("relay: finding expired leases: %w", err)
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	outs := make([]outcome, len(rows))
+	for i := range rows {
+		row := &rows[i]
+		o := &outs[i]
+		o.row = row
+		holder := ""
+		if row.LockedBy != nil {
+			holder = *row.LockedBy
+		}
+		lost := fmt.Errorf("lease expired: relay %q claimed the event (attempt %d) and recorded no outcome; it crashed or stalled while delivering it", holder, row.Attempts)
+		if row.Attempts >= r.maxAttempts(row) {
+			o.kind = dead
+			o.err = fmt.Errorf("no attempts left (%d of %d): %w", row.Attempts, r.maxAttempts(row), lost)
+		} else {
+			o.kind, o.err, o.delay = failed, lost, r.cfg.backoff(row.Attempts)
+		}
+		o.env, _ = envelope(row)
+	}
+	applied, err := r.apply(ctx, outs, fenceExpired)
+	if err != nil {
+		return 0, fmt.Errorf("relay: rescuing expired leases: %w", err)
+	}
+	n := 0
+	for i, ok := range applied {
+		if !ok {
+			continue
+		}
+		n++
+		o := &outs[i]
+		r.log.Warn("rescued an event whose lease expired", "event_id", o.row.EventID, "event_type", o.row.Type,
+			"attempt", o.row.Attempts, "locked_by", deref(o.row.LockedBy), "dead", o.kind == dead)
+		if o.kind == dead {
+			r.died(ctx, o)
+		}
+	}
+	return n, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,177 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gormoutbox/outbox"
+)
+
+// outcomeKind is what happens to a claimed event.
+type outcomeKind int
+
+const (
+	published outcomeKind = iota + 1
+	failed                // another attempt after delay
+	dead                  // no more attempts
+	released              // back to the table without spending an attempt
+)
+
+// outcome is the fate of one claimed event.
+type outcome struct {
+	row   *outbox.OutboxEvent
+	env   *outbox.Envelope // nil when the row could not be decoded
+	kind  outcomeKind
+	err   error         // why it failed, died or was released (nil for a shutdown release)
+	delay time.Duration // until the next claim, for failed and released
+}
+
+// envelope builds what the publisher receives from a claimed row.
+func envelope(row *outbox.OutboxEvent) (*outbox.Envelope, error) {
+	e := &outbox.Envelope{
+		ID:            row.EventID,
+		Type:          row.Type,
+		AggregateType: row.AggregateType,
+		AggregateID:   row.AggregateID,
+		PartitionKey:  row.PartitionKey,
+		TenantID:      row.TenantID,
+		Topic:         row.Topic,
+		Version:       row.Version,
+		Attempt:       row.Attempts,
+		Payload:       row.Payload,
+		CreatedAt:     row.CreatedAt,
+	}
+	if len(row.Headers) > 0 {
+		if err := json.Unmarshal(row.Headers, &e.Headers); err != nil {
+			return nil, fmt.Errorf("headers are not a JSON object of strings: %w", err)
+		}
+	}
+	return e, nil
+}
+
+func (r *Relay) maxAttempts(row *outbox.OutboxEvent) int {
+	if row.MaxAttempts > 0 {
+		return row.MaxAttempts
+	}
+	return r.cfg.maxAttempts
+}
+
+// deliver publishes the claimed rows and returns their outcomes. Deliveries
+// not started when ctx ends, or after the publisher reported itself
+// unavailable, are released. Started deliveries run to completion under a
+// context that ends at deadline, not with ctx.
+func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline time.Time, unavailableDelay time.Duration) []outcome {
+	outs := make([]outcome, len(rows))
+	var envs []*outbox.Envelope
+	var idx []int // outs index of each envelope
+	for i := range rows {
+		outs[i].row = &rows[i]
+		env, err := envelope(&rows[i])
+		if err != nil {
+			outs[i].kind, outs[i].err = dead, outbox.Permanent(err)
+			continue
+		}
+		outs[i].env = env
+		envs = append(envs, env)
+		idx = append(idx, i)
+	}
+	if len(envs) == 0 {
+		return outs
+	}
+	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+
+	errs := make([]error, len(envs))
+	started := make([]bool, len(envs))
+	if r.batchPub != nil {
+		if ctx.Err() == nil {
+			for i := range started {
+				started[i] = true
+			}
+			res := r.publishBatch(pctx, envs)
+			if len(res) != len(envs) {
+				err := fmt.Errorf("relay: PublishBatch returned %d results for %d events", len(res), len(envs))
+				for i := range errs {
+					errs[i] = err
+				}
+			} else {
+				copy(errs, res)
+			}
+		}
+	} else {
+		var (
+			next    atomic.Int64
+			stopped atomic.Bool // unavailable: start nothing more
+			wg      sync.WaitGroup
+		)
+		for range min(r.cfg.concurrency, len(envs)) {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= len(envs) || ctx.Err() != nil || stopped.Load() {
+						return
+					}
+					started[i] = true
+					errs[i] = r.publish(pctx, envs[i])
+					if outbox.IsUnavailable(errs[i]) {
+						stopped.Store(true)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+
+	for j, i := range idx {
+		o := &outs[i]
+		err := errs[j]
+		switch {
+		case !started[j]:
+			o.kind, o.delay = released, 0
+		case err == nil:
+			o.kind = published
+		case outbox.IsUnavailable(err):
+			o.kind, o.err, o.delay = released, err, unavailableDelay
+		case outbox.IsPermanent(err):
+			o.kind, o.err = dead, err
+		case o.row.Attempts >= r.maxAttempts(o.row):
+			o.kind, o.err = dead, fmt.Errorf("no attempts left (%d of %d): %w", o.row.Attempts, r.maxAttempts(o.row), err)
+		default:
+			o.kind, o.err, o.delay = failed, err, r.cfg.backoff(o.row.Attempts)
+		}
+	}
+	return outs
+}
+
+// errPanic is wrapped by the error of a publisher that panicked.
+var errPanic = errors.New("publisher panicked")
+
+func (r *Relay) publish(ctx context.Context, e *outbox.Envelope) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", errPanic, p)
+			r.log.Error("publisher panicked", "event_id", e.ID, "event_type", e.Type, "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
+	return r.pub.Publish(ctx, e)
+}
+
+func (r *Relay) publishBatch(ctx context.Context, es []*outbox.Envelope) (errs []error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := fmt.Errorf("%w: %v", errPanic, p)
+			r.log.Error("batch publisher panicked", "events", len(es), "panic", p, "stack", string(debug.Stack()))
+			errs = make([]error, len(es))
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+	}()
+	return r.batchPub.PublishBatch(ctx, es)
+}

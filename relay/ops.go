@@ -1,0 +1,242 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/dialect"
+)
+
+// Filter narrows the dead-letter operations.
+type Filter struct {
+	// Type keeps events of this type only.
+	Type string
+	// OlderThan keeps events created more than this long ago.
+	OlderThan time.Duration
+	// AfterID keeps events whose row id is greater: the paging cursor of
+	// ListDead (pass the ID of the last event of the previous page).
+	AfterID int64
+	// Limit bounds a page of ListDead (default 100, at most 1000), and the
+	// batch size of ReplayAll.
+	Limit int
+}
+
+func (f Filter) limit(def int) int {
+	if f.Limit <= 0 {
+		return def
+	}
+	return min(f.Limit, 1000)
+}
+
+type ops struct {
+	db    *gorm.DB
+	kind  dialect.Kind
+	table string
+}
+
+func opsFor(ctx context.Context, db *gorm.DB) (*ops, error) {
+	if db == nil {
+		return nil, errors.New("relay: db is nil")
+	}
+	kind, err := dialect.Of(db)
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	return &ops{db: db.WithContext(ctx), kind: kind, table: tableOf(db)}, nil
+}
+
+// where applies f to a query of rows with the given status.
+func (o *ops) where(status outbox.Status, f Filter) *gorm.DB {
+	q := o.db.Table(o.table).Where("status = ?", string(status))
+	if f.Type != "" {
+		q = q.Where("type = ?", f.Type)
+	}
+	if f.OlderThan > 0 {
+		s, a := o.kind.NowPlus(-f.OlderThan)
+		q = q.Where("created_at < "+s, a...)
+	}
+	if f.AfterID > 0 {
+		q = q.Where("id > ?", f.AfterID)
+	}
+	return q
+}
+
+// ListDead returns dead events matching f, oldest first, one page at a
+// time: pass the last ID of a page as f.AfterID to get the next.
+func ListDead(ctx context.Context, db *gorm.DB, f Filter) ([]outbox.OutboxEvent, error) {
+	o, err := opsFor(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	var rows []outbox.OutboxEvent
+	if err := o.where(outbox.StatusDead, f).Order("id").Limit(f.limit(100)).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("relay: listing dead events: %w", err)
+	}
+	return rows, nil
+}
+
+// Replay returns the dead events with the given event ids to pending, with
+// attempts, last error and lease cleared, and reports how many it replayed.
+// Events that are not dead are left alone (and not counted). A replayed
+// event is delivered again even if later events of its partition key were
+// delivered meanwhile.
+func Replay(ctx context.Context, db *gorm.DB, eventIDs ...string) (int64, error) {
+	o, err := opsFor(ctx, db)
+	if err != nil {
+		return 0, err
+	}
+	if len(eventIDs) == 0 {
+		return 0, nil
+	}
+	n, err := o.replay(o.db.Table(o.table).Where("status = ? AND event_id IN ?", string(outbox.StatusDead), eventIDs))
+	if err != nil {
+		return 0, fmt.Errorf("relay: replaying %d events: %w", len(eventIDs), err)
+	}
+	return n, nil
+}
+
+// ReplayAll replays every dead event matching f (its AfterID and Limit
+// are ignored but for the batch size, default 500), in batches, and
+// reports how many it replayed.
+func ReplayAll(ctx context.Context, db *gorm.DB, f Filter) (int64, error) {
+	o, err := opsFor(ctx, db)
+	if err != nil {
+		return 0, err
+	}
+	batch := f.limit(500)
+	f.AfterID = 0
+	var total int64
+	for {
+		var ids []int64
+		if err := o.where(outbox.StatusDead, f).Order("id").Limit(batch).Pluck("id", &ids).Error; err != nil {
+			return total, fmt.Errorf("relay: replaying dead events: %w", err)
+		}
+		if len(ids) == 0 {
+			return total, nil
+		}
+		n, err := o.replay(o.db.Table(o.table).Where("status = ? AND id IN ?", string(outbox.StatusDead), ids))
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("relay: replaying dead events: %w", err)
+		}
+		f.AfterID = ids[len(ids)-1]
+	}
+}
+
+func (o *ops) replay(q *gorm.DB) (int64, error) {
+	now, args := o.kind.Now()
+	res := q.Updates(map[string]any{
+		"status":       string(outbox.StatusPending),
+		"attempts":     0,
+		"last_error":   nil,
+		"locked_by":    nil,
+		"locked_until": nil,
+		"available_at": gorm.Expr(now, args...),
+	})
+	if res.Error != nil {
+		return 0, res.Error
+	}
+	if res.RowsAffected > 0 {
+		newDriver(o.kind, o.table).notify(o.db)
+	}
+	return res.RowsAffected, nil
+}
+
+// Stats describes an outbox table.
+type Stats struct {
+	// Counts has the number of events per status (absent: none).
+	Counts map[outbox.Status]int64
+	// OldestPendingAge is how long the oldest deliverable pending event
+	// has waited (zero when none waits): the relays' lag.
+	OldestPendingAge time.Duration
+}
+
+// GetStats counts the events per status and measures the oldest pending
+// event's wait, by the database clock.
+func GetStats(ctx context.Context, db *gorm.DB) (*Stats, error) {
+	o, err := opsFor(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	var counts []struct {
+		Status outbox.Status
+		N      int64
+	}
+	if err := o.db.Table(o.table).Select("status, COUNT(*) AS n").Group("status").Scan(&counts).Error; err != nil {
+		return nil, fmt.Errorf("relay: counting events: %w", err)
+	}
+	s := &Stats{Counts: make(map[outbox.Status]int64, len(counts))}
+	for _, c := range counts {
+		s.Counts[c.Status] = c.N
+	}
+	now, args := o.kind.Now()
+	var age *float64
+	err = o.db.Table(o.table).
+		Select(o.kind.SecondsSince("MIN(available_at)")).
+		Where("status = ? AND available_at <= "+now, append([]any{string(outbox.StatusPending)}, args...)...).
+		Scan(&age).Error
+	if err != nil {
+		return nil, fmt.Errorf("relay: measuring the oldest pending event: %w", err)
+	}
+	if age != nil && *age > 0 {
+		s.OldestPendingAge = time.Duration(*age * float64(time.Second))
+	}
+	return s, nil
+}
+
+// PurgePublished deletes published events older than age (by published
+// time), in batches, and reports how many it deleted.
+func PurgePublished(ctx context.Context, db *gorm.DB, age time.Duration) (int64, error) {
+	o, err := opsFor(ctx, db)
+	if err != nil {
+		return 0, err
+	}
+	return deletePublished(ctx, o.db, o.kind, o.table, age, -1)
+}
+
+// PurgeDead deletes dead events created more than age ago, in batches, and
+// reports how many it deleted. Nothing else ever deletes a dead event.
+func PurgeDead(ctx context.Context, db *gorm.DB, age time.Duration) (int64, error) {
+	o, err := opsFor(ctx, db)
+	if err != nil {
+		return 0, err
+	}
+	return deleteBatches(o.db, o.table, o.where(outbox.StatusDead, Filter{OlderThan: max(age, time.Nanosecond)}), outbox.StatusDead, -1)
+}
+
+// deletePublished deletes published rows older than age, at most
+// maxBatches batches (all with -1).
+func deletePublished(ctx context.Context, db *gorm.DB, kind dialect.Kind, table string, age time.Duration, maxBatches int) (int64, error) {
+	s, a := kind.NowPlus(-age)
+	q := db.WithContext(ctx).Table(table).Where("status = ? AND published_at < "+s, append([]any{string(outbox.StatusPublished)}, a...)...)
+	return deleteBatches(db.WithContext(ctx), table, q, outbox.StatusPublished, maxBatches)
+}
+
+// deleteBatches selects up to cleanupBatch ids with q and deletes them,
+// repeatedly, until fewer are found or maxBatches were deleted.
+func deleteBatches(db *gorm.DB, table string, q *gorm.DB, status outbox.Status, maxBatches int) (int64, error) {
+	var total int64
+	for b := 0; maxBatches < 0 || b < maxBatches; b++ {
+		var ids []int64
+		if err := q.Session(&gorm.Session{}).Order("id").Limit(cleanupBatch).Pluck("id", &ids).Error; err != nil {
+			return total, fmt.Errorf("relay: selecting %s events to delete: %w", status, err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		res := db.Exec("DELETE FROM "+table+" WHERE id IN ? AND status = ?", ids, string(status))
+		if res.Error != nil {
+			return total, fmt.Errorf("relay: deleting %s events: %w", status, res.Error)
+		}
+		total += res.RowsAffected
+		if len(ids) < cleanupBatch {
+			break
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,203 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/gormoutbox/outbox"
+)
+
+// ErrInvalidOption is wrapped by every configuration error of New.
+var ErrInvalidOption = errors.New("relay: invalid option")
+
+// Defaults of the options.
+const (
+	DefaultBatchSize   = 100
+	DefaultLease       = 30 * time.Second
+	DefaultConcurrency = 10
+	DefaultMaxAttempts = 25
+	DefaultRetention   = 24 * time.Hour
+	// DefaultPollInterval is the idle poll of MySQL and SQLite; PostgreSQL,
+	// woken by LISTEN/NOTIFY, polls every DefaultListenPollInterval.
+	DefaultPollInterval       = 500 * time.Millisecond
+	DefaultListenPollInterval = 5 * time.Second
+)
+
+// Option configures a Relay.
+type Option func(*config)
+
+type config struct {
+	batchSize    int
+	pollInterval time.Duration
+	lease        time.Duration
+	concurrency  int
+	maxAttempts  int
+	backoff      func(attempt int) time.Duration
+	workerID     string
+	logger       *slog.Logger
+	onDead       func(ctx context.Context, e *outbox.Envelope, reason error)
+	retention    time.Duration
+	listen       bool
+	errs         []error
+}
+
+func defaultConfig() config {
+	return config{
+		batchSize:   DefaultBatchSize,
+		lease:       DefaultLease,
+		concurrency: DefaultConcurrency,
+		maxAttempts: DefaultMaxAttempts,
+		backoff:     DefaultBackoff,
+		retention:   DefaultRetention,
+		listen:      true,
+	}
+}
+
+func (c *config) fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+}
+
+// WithBatchSize sets how many events one claim takes (default 100, 1 to
+// 10000).
+func WithBatchSize(n int) Option {
+	return func(c *config) {
+		if n < 1 || n > 10000 {
+			c.fail("batch size %d is not between 1 and 10000", n)
+		}
+		c.batchSize = n
+	}
+}
+
+// WithPollInterval sets how long an idle relay waits before claiming again
+// (default 500ms; 5s on PostgreSQL, where LISTEN/NOTIFY wakes it as soon as
+// events commit). While batches come back non-empty the relay claims again
+// at once.
+func WithPollInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d < time.Millisecond || d > time.Hour {
+			c.fail("poll interval %v is not between 1ms and 1h", d)
+		}
+		c.pollInterval = d
+	}
+}
+
+// WithLease sets how long a claim holds its events (default 30s, at least
+// 1s). A batch must be delivered within the lease: deliveries get a context
+// that ends shortly before it, and once it has expired another relay may
+// claim the events and this relay's completions are refused.
+func WithLease(d time.Duration) Option {
+	return func(c *config) {
+		if d < time.Second || d > 24*time.Hour {
+			c.fail("lease %v is not between 1s and 24h", d)
+		}
+		c.lease = d
+	}
+}
+
+// WithConcurrency sets how many deliveries of one batch run at once
+// (default 10, 1 to 1000). A BatchPublisher gets the whole batch instead.
+func WithConcurrency(n int) Option {
+	return func(c *config) {
+		if n < 1 || n > 1000 {
+			c.fail("concurrency %d is not between 1 and 1000", n)
+		}
+		c.concurrency = n
+	}
+}
+
+// WithMaxAttempts sets the attempts of events that do not set their own
+// Event.MaxAttempts (default 25). An event that fails its last attempt is
+// dead.
+func WithMaxAttempts(n int) Option {
+	return func(c *config) {
+		if n < 1 {
+			c.fail("max attempts %d is less than 1", n)
+		}
+		c.maxAttempts = n
+	}
+}
+
+// WithBackoff sets the delay before attempt+1 after attempt failed
+// (default DefaultBackoff). The function must be safe for concurrent use.
+func WithBackoff(f func(attempt int) time.Duration) Option {
+	return func(c *config) {
+		if f == nil {
+			c.fail("backoff function is nil")
+		}
+		c.backoff = f
+	}
+}
+
+// WithWorkerID names the relay in locked_by, logs and heartbeats (default
+// host-pid-random). Two running relays must not share an id.
+func WithWorkerID(id string) Option {
+	return func(c *config) {
+		if id == "" || len(id) > 128 {
+			c.fail("worker id %q must be 1 to 128 characters", id)
+		}
+		c.workerID = id
+	}
+}
+
+// WithLogger sets the logger (default slog.Default()). Batches are logged
+// at debug, failures at warn, dead letters at error, with the event id and
+// type but never the payload.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l == nil {
+			c.fail("logger is nil")
+		}
+		c.logger = l
+	}
+}
+
+// WithOnDead sets a function called once for each event the relay marks
+// dead, after the mark has committed, with the reason. Use it to alert.
+func WithOnDead(f func(ctx context.Context, e *outbox.Envelope, reason error)) Option {
+	return func(c *config) { c.onDead = f }
+}
+
+// WithRetention sets how long published events are kept before the relay
+// deletes them, in small batches (default 24h). Zero or less keeps them.
+// Dead events are never deleted by the relay.
+func WithRetention(age time.Duration) Option {
+	return func(c *config) { c.retention = age }
+}
+
+// WithListen turns PostgreSQL's LISTEN/NOTIFY wake-up on or off (default
+// on). Turn it off behind a transaction-pooling PgBouncer, where LISTEN
+// does not work; the relay then polls.
+func WithListen(on bool) Option {
+	return func(c *config) { c.listen = on }
+}
+
+// DefaultBackoff is exponential with jitter: about 1s after the first
+// failed attempt, doubling each time, capped at one hour, each delay drawn
+// uniformly from its upper half.
+func DefaultBackoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	d := time.Hour
+	if attempt <= 12 {
+		d = min(time.Hour, time.Second<<(attempt-1))
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func defaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "relay"
+	}
+	if len(host) > 80 {
+		host = host[:80]
+	}
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(rand.Uint64()&0xffffff, 36)
+}

@@ -1,0 +1,181 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/dialect"
+)
+
+// Publisher delivers one event. It returns nil once the event is delivered
+// (handed to a broker, or handled), outbox.Permanent(err) when delivery can
+// never succeed, outbox.Unavailable(err) when its transport is down, and
+// any other error for a failure worth retrying. The context ends shortly
+// before the relay's lease on the event expires.
+//
+// Publish may run concurrently (see WithConcurrency). It may be called
+// again for an event it already delivered (after a crash, or a lost lease):
+// delivery is at least once, so make deliveries idempotent by event id.
+type Publisher interface {
+	Publish(ctx context.Context, e *outbox.Envelope) error
+}
+
+// BatchPublisher is a Publisher that can deliver a whole batch at once,
+// such as a Redis pipeline. The relay uses PublishBatch when the publisher
+// implements it. The result holds one error per envelope, in order.
+type BatchPublisher interface {
+	Publisher
+	PublishBatch(ctx context.Context, es []*outbox.Envelope) []error
+}
+
+// PublisherFunc adapts a function to Publisher.
+type PublisherFunc func(ctx context.Context, e *outbox.Envelope) error
+
+// Publish calls f.
+func (f PublisherFunc) Publish(ctx context.Context, e *outbox.Envelope) error { return f(ctx, e) }
+
+// ErrRunning is returned by Start and RunOnce while the relay is running.
+var ErrRunning = errors.New("relay: already running")
+
+// Result counts what one batch did.
+type Result struct {
+	// Claimed events were taken from the table by this batch.
+	Claimed int
+	// Published events were delivered and marked published.
+	Published int
+	// Failed events are scheduled for another attempt.
+	Failed int
+	// Dead events have no attempts left, or failed permanently.
+	Dead int
+	// Released events were handed back without spending an attempt: the
+	// publisher was unavailable, or the relay was stopping.
+	Released int
+	// Lost completions were refused because the relay's lease had expired
+	// (another relay may have claimed the events since).
+	Lost int
+}
+
+func (r *Result) add(o Result) {
+	r.Claimed += o.Claimed
+	r.Published += o.Published
+	r.Failed += o.Failed
+	r.Dead += o.Dead
+	r.Released += o.Released
+	r.Lost += o.Lost
+}
+
+// Relay claims committed outbox events and delivers them through a
+// Publisher, at least once. Run many relays against one database: claims
+// never overlap (SKIP LOCKED and conditional updates), leases expire when a
+// relay dies, and fencing tokens refuse the completions of a relay whose
+// lease expired. See the package documentation for the guarantees.
+type Relay struct {
+	db       *gorm.DB
+	pub      Publisher
+	batchPub BatchPublisher
+	cfg      config
+	kind     dialect.Kind
+	drv      driver
+	table    string
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	running bool
+}
+
+// New returns a Relay that delivers the events of db's outbox table (the
+// table of the outbox.Plugin installed on db, or outbox.DefaultTableName)
+// through pub. It validates the options and fails with an error wrapping
+// ErrInvalidOption on a bad one.
+func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: db is nil", ErrInvalidOption)
+	}
+	if pub == nil {
+		return nil, fmt.Errorf("%w: publisher is nil", ErrInvalidOption)
+	}
+	kind, err := dialect.Of(db)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := errors.Join(cfg.errs...); err != nil {
+		return nil, err
+	}
+	if cfg.workerID == "" {
+		cfg.workerID = defaultWorkerID()
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	if cfg.pollInterval == 0 {
+		cfg.pollInterval = DefaultPollInterval
+		if kind == dialect.Postgres && cfg.listen {
+			cfg.pollInterval = DefaultListenPollInterval
+		}
+	}
+	table := tableOf(db)
+	r := &Relay{
+		db:    db.Session(&gorm.Session{NewDB: true, SkipDefaultTransaction: true}),
+		pub:   pub,
+		cfg:   cfg,
+		kind:  kind,
+		drv:   newDriver(kind, table),
+		table: table,
+		log:   cfg.logger.With(slog.String("relay", cfg.workerID)),
+	}
+	r.batchPub, _ = pub.(BatchPublisher)
+	return r, nil
+}
+
+// tableOf returns the outbox table of the plugin installed on db.
+func tableOf(db *gorm.DB) string {
+	if p, err := outbox.Lookup(db); err == nil {
+		return p.Table()
+	}
+	return outbox.DefaultTableName
+}
+
+// WorkerID returns the relay's worker id, as stored in locked_by.
+func (r *Relay) WorkerID() string { return r.cfg.workerID }
+
+func (r *Relay) acquire() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running {
+		return ErrRunning
+	}
+	r.running = true
+	return nil
+}
+
+func (r *Relay) release() {
+	r.mu.Lock()
+	r.running = false
+	r.mu.Unlock()
+}
+
+// RunOnce rescues expired leases, then claims and delivers one batch and
+// records the outcomes. It returns what the batch did; an error means the
+// database could not be reached or refused a statement (nothing is lost:
+// claimed events not completed become claimable when their lease expires).
+func (r *Relay) RunOnce(ctx context.Context) (Result, error) {
+	if err := r.acquire(); err != nil {
+		return Result{}, err
+	}
+	defer r.release()
+	if _, err := r.rescue(ctx); err != nil {
+		return Result{}, err
+	}
+	res, _, err := r.runBatch(ctx)
+	return res, err
+}

@@ -1,0 +1,31 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gormoutbox/outbox/internal/dialect"
+)
+
+// cleanupBatch is how many rows one retention DELETE removes.
+const cleanupBatch = 1000
+
+// cleanup deletes published events older than the retention, in batches of
+// cleanupBatch, stopping after a few batches or when ctx ends so that it
+// never holds the relay long. It returns how many it deleted. On MySQL it
+// also prunes the partition-key lock rows not used for a day.
+func (r *Relay) cleanup(ctx context.Context) (int64, error) {
+	n, err := deletePublished(ctx, r.db, r.kind, r.table, r.cfg.retention, 10)
+	if err != nil {
+		return n, err
+	}
+	if r.kind == dialect.MySQL {
+		if err := r.db.WithContext(ctx).Exec("DELETE FROM "+r.table+"_keys WHERE locked_at < UTC_TIMESTAMP(6) - INTERVAL 1 DAY LIMIT ?", cleanupBatch).Error; err != nil {
+			return n, fmt.Errorf("relay: pruning partition-key locks: %w", err)
+		}
+	}
+	if n > 0 {
+		r.log.Debug("retention deleted published events", "deleted", n, "older_than", r.cfg.retention)
+	}
+	return n, nil
+}
