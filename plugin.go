@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"sync"
 
 	"gorm.io/gorm"
@@ -19,8 +18,6 @@ const PluginName = "gorm-outbox"
 // maxTableNameLen leaves room, within PostgreSQL's 63-byte identifiers, for
 // the suffixes of the index, trigger and companion-table names.
 const maxTableNameLen = 48
-
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Plugin installs the outbox into a *gorm.DB:
 //
@@ -94,11 +91,8 @@ func validTableName(name string) (string, error) {
 	if name == "" {
 		return DefaultTableName, nil
 	}
-	if !identRE.MatchString(name) {
-		return "", fmt.Errorf("%w: TableName %q is not a plain SQL identifier (letters, digits, underscore; not starting with a digit)", ErrInvalidConfig, name)
-	}
-	if len(name) > maxTableNameLen {
-		return "", fmt.Errorf("%w: TableName %q is longer than %d characters", ErrInvalidConfig, name, maxTableNameLen)
+	if err := dialect.CheckIdent(name, maxTableNameLen); err != nil {
+		return "", fmt.Errorf("%w: TableName: %v", ErrInvalidConfig, err)
 	}
 	return name, nil
 }

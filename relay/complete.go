@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/internal/dialect"
@@ -21,31 +20,9 @@ const (
 	fenceExpired
 )
 
-// sqlBuilder accumulates SQL text and its arguments in order.
-type sqlBuilder struct {
-	kind dialect.Kind
-	sb   strings.Builder
-	args []any
-}
-
-func (b *sqlBuilder) add(sql string, args ...any) {
-	b.sb.WriteString(sql)
-	b.args = append(b.args, args...)
-}
-
-func (b *sqlBuilder) now() {
-	s, a := b.kind.Now()
-	b.add(s, a...)
-}
-
-func (b *sqlBuilder) nowPlus(d time.Duration) {
-	s, a := b.kind.NowPlus(d)
-	b.add(s, a...)
-}
-
 // caseByID writes "CASE id WHEN ? THEN <value> … ELSE <otherwise> END" for
 // the outcomes selected by keep; value writes one outcome's value.
-func (b *sqlBuilder) caseByID(outs []outcome, keep func(*outcome) bool, value func(*outcome), otherwise string) bool {
+func caseByID(b *dialect.Builder, outs []outcome, keep func(*outcome) bool, value func(*outcome), otherwise string) bool {
 	opened := false
 	for i := range outs {
 		o := &outs[i]
@@ -53,14 +30,14 @@ func (b *sqlBuilder) caseByID(outs []outcome, keep func(*outcome) bool, value fu
 			continue
 		}
 		if !opened {
-			b.add("CASE id")
+			b.Add("CASE id")
 			opened = true
 		}
-		b.add(" WHEN ? THEN ", o.row.ID)
+		b.Add(" WHEN ? THEN ", o.row.ID)
 		value(o)
 	}
 	if opened {
-		b.add(" ELSE " + otherwise + " END")
+		b.Add(" ELSE " + otherwise + " END")
 	}
 	return opened
 }
@@ -86,49 +63,49 @@ func statusAfter(o *outcome) outbox.Status {
 // claim_version it was claimed with, and, for fenceMine, still locked by
 // this relay with its lease unexpired.
 func (r *Relay) completion(outs []outcome, f fence) (string, []any) {
-	b := &sqlBuilder{kind: r.kind}
-	b.add("UPDATE " + r.table + " SET status = ")
-	b.caseByID(outs, func(*outcome) bool { return true }, func(o *outcome) { b.add("?", string(statusAfter(o))) }, "status")
-	b.add(", locked_by = NULL, locked_until = NULL")
+	b := r.kind.NewBuilder()
+	b.Add("UPDATE " + r.table + " SET status = ")
+	caseByID(b, outs, func(*outcome) bool { return true }, func(o *outcome) { b.Add("?", string(statusAfter(o))) }, "status")
+	b.Add(", locked_by = NULL, locked_until = NULL")
 	if f == fenceExpired {
-		b.add(", claim_version = claim_version + 1")
+		b.Add(", claim_version = claim_version + 1")
 	}
-	b.add(", attempts = ")
-	if !b.caseByID(outs, func(o *outcome) bool { return o.kind == released }, func(o *outcome) { b.add("?", o.row.Attempts-1) }, "attempts") {
-		b.add("attempts")
+	b.Add(", attempts = ")
+	if !caseByID(b, outs, func(o *outcome) bool { return o.kind == released }, func(o *outcome) { b.Add("?", o.row.Attempts-1) }, "attempts") {
+		b.Add("attempts")
 	}
-	b.add(", available_at = ")
-	if !b.caseByID(outs, func(o *outcome) bool { return o.kind == failed || o.kind == released }, func(o *outcome) { b.nowPlus(o.delay) }, "available_at") {
-		b.add("available_at")
+	b.Add(", available_at = ")
+	if !caseByID(b, outs, func(o *outcome) bool { return o.kind == failed || o.kind == released }, func(o *outcome) { b.NowPlus(o.delay) }, "available_at") {
+		b.Add("available_at")
 	}
-	b.add(", last_error = ")
-	if !b.caseByID(outs, func(o *outcome) bool { return o.err != nil }, func(o *outcome) { b.add("?", errorText(o.err)) }, "last_error") {
-		b.add("last_error")
+	b.Add(", last_error = ")
+	if !caseByID(b, outs, func(o *outcome) bool { return o.err != nil }, func(o *outcome) { b.Add("?", errorText(o.err)) }, "last_error") {
+		b.Add("last_error")
 	}
-	b.add(", published_at = ")
-	if !b.caseByID(outs, func(o *outcome) bool { return o.kind == published }, func(*outcome) { b.now() }, "published_at") {
-		b.add("published_at")
+	b.Add(", published_at = ")
+	if !caseByID(b, outs, func(o *outcome) bool { return o.kind == published }, func(*outcome) { b.Now() }, "published_at") {
+		b.Add("published_at")
 	}
 
-	b.add(" WHERE id IN (")
+	b.Add(" WHERE id IN (")
 	for i := range outs {
 		if i > 0 {
-			b.add(", ")
+			b.Add(", ")
 		}
-		b.add("?", outs[i].row.ID)
+		b.Add("?", outs[i].row.ID)
 	}
-	b.add(") AND status = 'publishing' AND claim_version = ")
-	b.caseByID(outs, func(*outcome) bool { return true }, func(o *outcome) { b.add("?", o.row.ClaimVersion) }, "-1")
+	b.Add(") AND status = 'publishing' AND claim_version = ")
+	caseByID(b, outs, func(*outcome) bool { return true }, func(o *outcome) { b.Add("?", o.row.ClaimVersion) }, "-1")
 	switch f {
 	case fenceMine:
-		b.add(" AND locked_by = ?", r.cfg.workerID)
-		b.add(" AND locked_until > ")
-		b.now()
+		b.Add(" AND locked_by = ?", r.cfg.workerID)
+		b.Add(" AND locked_until > ")
+		b.Now()
 	case fenceExpired:
-		b.add(" AND locked_until <= ")
-		b.now()
+		b.Add(" AND locked_until <= ")
+		b.Now()
 	}
-	return b.sb.String(), b.args
+	return b.SQL(), b.Args()
 }
 
 // maxErrorLen bounds last_error (TEXT holds 64 KiB on MySQL).
@@ -207,11 +184,11 @@ func (r *Relay) apply(ctx context.Context, outs []outcome, f fence) ([]bool, err
 // that crashes every relay that delivers it goes dead after its attempts.
 func (r *Relay) rescue(ctx context.Context) (int, error) {
 	var rows []outbox.OutboxEvent
-	b := &sqlBuilder{kind: r.kind}
-	b.add("SELECT * FROM " + r.table + " WHERE status = 'publishing' AND locked_until <= ")
-	b.now()
-	b.add(" ORDER BY id LIMIT 500")
-	if err := r.db.WithContext(ctx).Raw(b.sb.String(), b.args...).Scan(&rows).Error; err != nil {
+	b := r.kind.NewBuilder()
+	b.Add("SELECT * FROM " + r.table + " WHERE status = 'publishing' AND locked_until <= ")
+	b.Now()
+	b.Add(" ORDER BY id LIMIT 500")
+	if err := r.db.WithContext(ctx).Raw(b.SQL(), b.Args()...).Scan(&rows).Error; err != nil {
 		return 0, fmt.Errorf("relay: finding expired leases: %w", err)
 	}
 	if len(rows) == 0 {

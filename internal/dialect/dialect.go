@@ -6,6 +6,7 @@ package dialect
 
 import (
 	"fmt"
+	"regexp"
 	"time"
 
 	"gorm.io/gorm"
@@ -118,4 +119,19 @@ func (k Kind) SecondsSince(expr string) string {
 	default:
 		return "((julianday('now') - julianday(" + expr + ")) * 86400.0)"
 	}
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// CheckIdent reports whether name is a plain SQL identifier of at most max
+// bytes (letters, digits, underscores, not starting with a digit), safe to
+// put into SQL text unquoted.
+func CheckIdent(name string, max int) error {
+	if !identRE.MatchString(name) {
+		return fmt.Errorf("%q is not a plain SQL identifier (letters, digits and underscores, not starting with a digit)", name)
+	}
+	if len(name) > max {
+		return fmt.Errorf("%q is longer than %d characters", name, max)
+	}
+	return nil
 }

@@ -1,0 +1,24 @@
+// Package inproc delivers outbox events to handlers in the same process,
+// with idempotency records so that each handler acts once per event.
+//
+//	store, _ := idempotency.NewStore(db)
+//	mux := inproc.NewMux(store)
+//	mux.Handle("order.created", "send-receipt", sendReceipt)
+//	mux.HandleTx("order.created", "update-stats", func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
+//		return tx.Exec("UPDATE stats SET orders = orders + 1").Error // commits with its record: exactly once
+//	})
+//	r, _ := relay.New(db, mux)
+//	r.Start(ctx)
+//
+// Every handler registered for an event's type runs, in registration
+// order. Each handler's success is recorded under "<event id>:<handler
+// name>": when the relay delivers an event again (after a failure of
+// another handler, a crash or a replay), handlers that already succeeded
+// are skipped. A handler registered with HandleTx runs inside a database
+// transaction in which its record commits too, so its writes to that
+// database happen exactly once. Other handlers run at least once, and
+// exactly once when they succeed and their record is written.
+//
+// A replayed dead event skips its succeeded handlers too, as long as
+// their records are kept (idempotency.WithTTL).
+package inproc

@@ -1,0 +1,28 @@
+// Package idempotency makes consumers of outbox events act once per event.
+// A Store keeps a record per key (usually "<event id>:<handler name>") in a
+// table of the application's database, created by Migrate or by the files
+// of package migrations.
+//
+//	store, _ := idempotency.NewStore(db)
+//	_ = store.Migrate(ctx)
+//
+//	// A handler whose effect is a write to the same database: the write
+//	// and the record commit together, so the effect happens exactly once.
+//	err := store.DoTx(ctx, e.ID+":stats", func(tx *gorm.DB) error {
+//		return tx.Exec("UPDATE stats SET orders = orders + 1").Error
+//	})
+//
+//	// Any other handler: runs unless the key succeeded before.
+//	err = store.Do(ctx, e.ID+":email", func(ctx context.Context) error { return send(ctx, e) })
+//
+//	// An external call inside a handler that may be retried: made once,
+//	// its result replayed on the retry.
+//	receipt, err := store.SideEffect(ctx, e.ID+":charge", func(ctx context.Context) ([]byte, error) {
+//		return payments.Charge(ctx, amount)
+//	})
+//
+// Do holds its key while fn runs: a concurrent call of the same key gets
+// ErrInProgress and should retry later (asynq and the relay retry failed
+// deliveries). A failed fn releases the key. Records expire after their TTL
+// (WithTTL, default 7 days); Purge deletes them.
+package idempotency

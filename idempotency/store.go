@@ -1,0 +1,169 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox/internal/dialect"
+	"github.com/gormoutbox/outbox/internal/sqlmigrate"
+)
+
+// DefaultTableName is the table a Store uses unless WithTable says otherwise.
+const DefaultTableName = "outbox_idempotency"
+
+// Defaults of the options.
+const (
+	DefaultTTL   = 7 * 24 * time.Hour
+	DefaultLease = 5 * time.Minute
+)
+
+// MaxKeyLen is the longest key, in characters.
+const MaxKeyLen = 255
+
+// Errors. Every error the package returns of these kinds wraps one of them.
+var (
+	// ErrInProgress is returned when another caller holds the key: its
+	// function is running (or its holder died less than a lease ago). Retry
+	// later; the key is not lost.
+	ErrInProgress = errors.New("idempotency: key in progress")
+	// ErrLeaseLost is returned by Do and SideEffect when fn took longer
+	// than the lease and another caller took the key over: fn's effect has
+	// happened, and may happen again through the other caller.
+	ErrLeaseLost = errors.New("idempotency: lease lost while running")
+	// ErrInvalidKey is returned for an empty key, or one over MaxKeyLen.
+	ErrInvalidKey = errors.New("idempotency: invalid key")
+	// ErrInvalidOption is wrapped by configuration errors of NewStore.
+	ErrInvalidOption = errors.New("idempotency: invalid option")
+)
+
+// Store keeps idempotency records in a table of the application's
+// database. It is safe for concurrent use.
+type Store struct {
+	db    *gorm.DB
+	kind  dialect.Kind
+	table string
+	ttl   time.Duration
+	lease time.Duration
+}
+
+// Option configures a Store.
+type Option func(*Store) error
+
+// WithTable sets the table (default DefaultTableName); it must be a plain
+// SQL identifier.
+func WithTable(name string) Option {
+	return func(s *Store) error {
+		if err := dialect.CheckIdent(name, 63); err != nil {
+			return fmt.Errorf("%w: table: %v", ErrInvalidOption, err)
+		}
+		s.table = name
+		return nil
+	}
+}
+
+// WithTTL sets how long a succeeded key is remembered (default 7 days).
+// Keep it longer than any redelivery could come: a key purged after its
+// TTL runs again. Purge deletes expired records.
+func WithTTL(d time.Duration) Option {
+	return func(s *Store) error {
+		if d < time.Second {
+			return fmt.Errorf("%w: TTL %v is shorter than 1s", ErrInvalidOption, d)
+		}
+		s.ttl = d
+		return nil
+	}
+}
+
+// WithLease sets how long a running Do or SideEffect holds its key before
+// another caller may take it over, assuming the holder died (default 5
+// minutes). Keep it longer than fn takes.
+func WithLease(d time.Duration) Option {
+	return func(s *Store) error {
+		if d < time.Second {
+			return fmt.Errorf("%w: lease %v is shorter than 1s", ErrInvalidOption, d)
+		}
+		s.lease = d
+		return nil
+	}
+}
+
+// NewStore returns a Store on db (PostgreSQL, MySQL/MariaDB or SQLite).
+// Create its table with Migrate or the migrations package's files.
+func NewStore(db *gorm.DB, opts ...Option) (*Store, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: db is nil", ErrInvalidOption)
+	}
+	kind, err := dialect.Of(db)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
+	}
+	s := &Store{
+		db:    db.Session(&gorm.Session{NewDB: true, SkipDefaultTransaction: true}),
+		kind:  kind,
+		table: DefaultTableName,
+		ttl:   DefaultTTL,
+		lease: DefaultLease,
+	}
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Migrate creates the store's table and index if they do not exist.
+func (s *Store) Migrate(ctx context.Context) error {
+	err := sqlmigrate.Apply(s.db.WithContext(ctx), []string{"0002_outbox_idempotency"}, map[string]string{DefaultTableName: s.table})
+	if err != nil {
+		return fmt.Errorf("idempotency: migrate: %w", err)
+	}
+	return nil
+}
+
+// Table returns the store's table name.
+func (s *Store) Table() string { return s.table }
+
+func checkKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidKey)
+	}
+	if !utf8.ValidString(key) {
+		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidKey)
+	}
+	if n := utf8.RuneCountInString(key); n > MaxKeyLen {
+		return fmt.Errorf("%w: %d characters, at most %d", ErrInvalidKey, n, MaxKeyLen)
+	}
+	return nil
+}
+
+// Purge deletes expired records (succeeded keys past their TTL, and keys
+// whose holder died), in batches, and reports how many it deleted.
+func (s *Store) Purge(ctx context.Context) (int64, error) {
+	db := s.db.WithContext(ctx)
+	now, args := s.kind.Now()
+	var total int64
+	for {
+		var keys []string
+		if err := db.Table(s.table).Where("expires_at < "+now, args...).Limit(1000).Pluck("idempotency_key", &keys).Error; err != nil {
+			return total, fmt.Errorf("idempotency: purge: %w", err)
+		}
+		if len(keys) == 0 {
+			return total, nil
+		}
+		now, args = s.kind.Now()
+		res := db.Exec("DELETE FROM "+s.table+" WHERE idempotency_key IN ? AND expires_at < "+now, append([]any{keys}, args...)...)
+		if res.Error != nil {
+			return total, fmt.Errorf("idempotency: purge: %w", res.Error)
+		}
+		total += res.RowsAffected
+		if len(keys) < 1000 {
+			return total, nil
+		}
+	}
+}
