@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,12 +129,18 @@ func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline
 		wg.Wait()
 	}
 
+	// The transport is down: what was not started waits out the relay's
+	// backoff too, rather than being claimed at once by another relay.
+	notStartedDelay := time.Duration(0)
+	if slices.ContainsFunc(errs, outbox.IsUnavailable) {
+		notStartedDelay = unavailableDelay
+	}
 	for j, i := range idx {
 		o := &outs[i]
 		err := errs[j]
 		switch {
 		case !started[j]:
-			o.kind, o.delay = released, 0
+			o.kind, o.delay = released, notStartedDelay
 		case err == nil:
 			o.kind = published
 		case outbox.IsUnavailable(err):

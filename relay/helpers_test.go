@@ -125,3 +125,83 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// runRelays runs n relays with Start until done reports true (checked every
+// 20ms) or the timeout passes, then stops them and checks that each Start
+// returned nil.
+func runRelays(t testing.TB, db *gorm.DB, n int, pub relay.Publisher, timeout time.Duration, done func() bool, opts ...relay.Option) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, n)
+	for i := range n {
+		r := newRelay(t, db, pub, append([]relay.Option{relay.WithWorkerID(fmt.Sprintf("relay-%d", i))}, opts...)...)
+		go func() { errs <- r.Start(ctx) }()
+	}
+	deadline := time.Now().Add(timeout)
+	for !done() {
+		if time.Now().After(deadline) {
+			cancel()
+			for range n {
+				<-errs
+			}
+			t.Fatalf("relays did not finish within %v", timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("Start returned %v", err)
+		}
+	}
+}
+
+// holdTracker wraps a Publisher and fails the test if one event, or one
+// partition key, is held by two deliveries at once.
+type holdTracker struct {
+	t    testing.TB
+	next relay.Publisher
+
+	mu     sync.Mutex
+	events map[string]string // event id -> holder
+	keys   map[string]string // partition key -> event id
+	starts int
+}
+
+func track(t testing.TB, next relay.Publisher) *holdTracker {
+	return &holdTracker{t: t, next: next, events: map[string]string{}, keys: map[string]string{}}
+}
+
+func (h *holdTracker) Publish(ctx context.Context, e *outbox.Envelope) error {
+	h.mu.Lock()
+	h.starts++
+	if other, ok := h.events[e.ID]; ok {
+		h.t.Errorf("event %s delivered twice at once (attempt %d, and %s)", e.ID, e.Attempt, other)
+	}
+	h.events[e.ID] = fmt.Sprint("attempt ", e.Attempt)
+	if e.PartitionKey != "" {
+		if other, ok := h.keys[e.PartitionKey]; ok {
+			h.t.Errorf("key %s: event %s delivered while %s was in flight", e.PartitionKey, e.ID, other)
+		}
+		h.keys[e.PartitionKey] = e.ID
+	}
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.events, e.ID)
+		if e.PartitionKey != "" {
+			delete(h.keys, e.PartitionKey)
+		}
+		h.mu.Unlock()
+	}()
+	time.Sleep(time.Duration(len(e.ID)%3) * 50 * time.Microsecond) // widen the window a little
+	return h.next.Publish(ctx, e)
+}
+
+// past is a time long gone, as the dialect stores it.
+func past(db *gorm.DB) any {
+	if db.Dialector.Name() == "sqlite" {
+		return "2000-01-01 00:00:00.000000000+00:00"
+	}
+	return "2000-01-01 00:00:00"
+}
