@@ -119,7 +119,11 @@ func (m *Mux) Publish(ctx context.Context, e *outbox.Envelope) error {
 		m.log.Debug("no handler for event type", "event_id", e.ID, "event_type", e.Type)
 		return nil
 	}
-	var errs []error
+	type failure struct {
+		name string
+		err  error
+	}
+	var failures []failure
 	permanent := true
 	for _, h := range hs {
 		key := e.ID + ":" + h.name
@@ -130,12 +134,23 @@ func (m *Mux) Publish(ctx context.Context, e *outbox.Envelope) error {
 			err = m.store.Do(ctx, key, func(ctx context.Context) error { return h.fn(ctx, e) })
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("handler %s: %w", h.name, err))
+			failures = append(failures, failure{h.name, err})
 			permanent = permanent && outbox.IsPermanent(err)
 		}
 	}
-	if len(errs) == 0 {
+	if len(failures) == 0 {
 		return nil
+	}
+	errs := make([]error, len(failures))
+	for i, f := range failures {
+		if outbox.IsPermanent(f.err) && !permanent {
+			// Another handler can still succeed on a retry: keep this
+			// failure's message but not its Permanent mark, which would
+			// make the relay give up on the event.
+			errs[i] = fmt.Errorf("handler %s: %v", f.name, f.err)
+		} else {
+			errs[i] = fmt.Errorf("handler %s: %w", f.name, f.err)
+		}
 	}
 	err := errors.Join(errs...)
 	if permanent {
