@@ -1,0 +1,88 @@
+// Package relay delivers committed outbox events, at least once, through a
+// Publisher: asynq (adapters/outboxasynq), Redis Streams
+// (adapters/outboxredis), in-process handlers (adapters/inproc), or your
+// own.
+//
+//	r, err := relay.New(db, publisher,
+//		relay.WithConcurrency(20),
+//		relay.WithOnDead(func(ctx context.Context, e *outbox.Envelope, reason error) { alert(e, reason) }),
+//	)
+//	if err != nil { ... }                  // a bad option, named
+//	err = r.Start(ctx)                      // until ctx ends; then it drains and returns nil
+//
+// Run as many relays as you like, in as many processes, on PostgreSQL and
+// MySQL/MariaDB; on SQLite run one.
+//
+// # The cycle
+//
+// A relay claims a batch in one short statement (PostgreSQL: UPDATE over
+// SELECT … FOR UPDATE SKIP LOCKED; MySQL: SELECT … FOR UPDATE SKIP LOCKED
+// and UPDATE in a READ COMMITTED transaction; SQLite: UPDATE … RETURNING).
+// A claim sets status publishing, locked_by (the worker id), locked_until
+// (now plus the lease, by the database clock) and bumps claim_version and
+// attempts. The claim commits before any delivery starts: no transaction
+// is open while the relay talks to the network.
+//
+// It then delivers the batch (WithConcurrency deliveries at once, or one
+// PublishBatch call for a BatchPublisher) and records every outcome in one
+// conditional UPDATE that applies to a row only if it is still publishing,
+// locked by this relay, unexpired, and at the claim_version this relay
+// claimed (its fencing token). A relay that was paused past its lease
+// completes nothing: its outcomes are counted as lost and logged, and the
+// events are delivered again by whoever claims them next.
+//
+// # Outcomes
+//
+//   - nil: published.
+//   - outbox.Permanent(err): dead at once, with the reason.
+//   - outbox.Unavailable(err): the transport is down. The event, and the
+//     rest of the batch not yet started, go back without spending an
+//     attempt, and the relay backs off (1s doubling to 30s).
+//   - any other error, or a panic: failed, retried after WithBackoff
+//     (exponential with jitter by default); dead once the event's attempts
+//     (Event.MaxAttempts, or WithMaxAttempts) are spent.
+//   - a relay that crashes or stalls while delivering: its lease expires
+//     and the next relay rescues the event, counting the lost claim as an
+//     attempt, so an event that crashes every relay goes dead after its
+//     attempts with the reason "lease expired … crashed or stalled".
+//   - an undecodable row (headers that are not a JSON object): dead.
+//
+// WithOnDead is called once per event that goes dead.
+//
+// # Order
+//
+// Events sharing a PartitionKey are delivered one at a time, in the order
+// their transactions committed, across all relays: a claim takes an event
+// only if no earlier event of its key is unfinished (pending, failed or
+// publishing) and none of its key is in flight. An event waiting for a
+// retry holds back the later events of its key; a dead event stops holding
+// them. Commit order equals id order because the write path serialises
+// the writers of a key (see package outbox). A replayed dead event is
+// delivered when claimed, after later events of its key that were already
+// delivered. Events without a key are delivered in parallel, roughly in
+// order of availability.
+//
+// # Waking up
+//
+// While batches come back non-empty a relay claims again at once. When the
+// table is idle it polls, from 50ms doubling to WithPollInterval. On
+// PostgreSQL it also LISTENs on a channel named after the table, NOTIFYed
+// by a trigger when a transaction that inserted events commits, so that an
+// idle relay (polling every 5s) delivers within milliseconds of a commit.
+// NOTIFY is only a hint: polling remains the fallback, and WithListen(false)
+// turns it off (behind a transaction-pooling PgBouncer).
+//
+// # Stopping
+//
+// When Start's context ends, deliveries in progress run to completion
+// (bounded by the lease), those not started are released without spending
+// attempts, the outcomes are recorded, and Start returns nil.
+//
+// # Housekeeping
+//
+// Each relay rescues expired leases every half lease, and deletes published
+// events older than WithRetention (default 24h) in batches of 1000. Dead
+// events are kept until an operator replays (Replay, ReplayAll) or purges
+// them (PurgeDead). ListDead pages through them; GetStats counts events per
+// status and measures the oldest pending event's wait.
+package relay
