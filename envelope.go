@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 )
@@ -227,11 +226,15 @@ func DecodeEnvelope(b []byte) (*Envelope, error) {
 			headers[k] = v
 		}
 	}
-	if ct := ce.DataContentType; ct != "" && ct != "application/json" && ct != "application/octet-stream" {
-		headers["content-type"] = ct
-	}
 	if len(headers) > 0 {
-		e.Headers = maps.Clone(headers)
+		e.Headers = headers
+	}
+	// Keep a content type only where it says more than the payload does.
+	if ct := ce.DataContentType; ct != "" && ct != e.ContentType() {
+		if e.Headers == nil {
+			e.Headers = map[string]string{}
+		}
+		e.Headers["content-type"] = ct
 	}
 	return e, nil
 }
