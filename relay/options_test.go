@@ -66,3 +66,15 @@ func TestDefaultBackoff(t *testing.T) {
 		t.Error("DefaultBackoff has no jitter")
 	}
 }
+
+type misconfigured struct{ relay.PublisherFunc }
+
+func (misconfigured) Validate() error { return errors.New("queue name is empty") }
+
+func TestNewRefusesAnInvalidPublisher(t *testing.T) {
+	db := testenv.Open(t, testenv.SQLite)
+	_, err := relay.New(db, misconfigured{})
+	if !errors.Is(err, relay.ErrInvalidOption) || !strings.Contains(err.Error(), "queue name is empty") {
+		t.Errorf("err = %v, want ErrInvalidOption with the publisher's reason", err)
+	}
+}

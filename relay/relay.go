@@ -34,6 +34,13 @@ type BatchPublisher interface {
 	PublishBatch(ctx context.Context, es []*outbox.Envelope) []error
 }
 
+// Validator is implemented by publishers that can be misconfigured, such as
+// the adapters, whose constructors return no error: New calls Validate and
+// refuses a publisher whose configuration is invalid.
+type Validator interface {
+	Validate() error
+}
+
 // PublisherFunc adapts a function to Publisher.
 type PublisherFunc func(ctx context.Context, e *outbox.Envelope) error
 
@@ -99,6 +106,11 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 	}
 	if pub == nil {
 		return nil, fmt.Errorf("%w: publisher is nil", ErrInvalidOption)
+	}
+	if v, ok := pub.(Validator); ok {
+		if err := v.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: publisher: %w", ErrInvalidOption, err)
+		}
 	}
 	kind, err := dialect.Of(db)
 	if err != nil {
