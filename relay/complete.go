@@ -64,6 +64,28 @@ func statusAfter(o *outcome) outbox.Status {
 // this relay with its lease unexpired.
 func (r *Relay) completion(outs []outcome, f fence) (string, []any) {
 	b := r.kind.NewBuilder()
+	if allPublished(outs) && f == fenceMine {
+		// The common case, kept small: one value for every row.
+		b.Add("UPDATE " + r.table + " SET status = 'published', locked_by = NULL, locked_until = NULL, published_at = ")
+		b.Now()
+	} else {
+		r.setOutcomes(b, outs, f)
+	}
+	r.fenceClause(b, outs, f)
+	return b.SQL(), b.Args()
+}
+
+func allPublished(outs []outcome) bool {
+	for i := range outs {
+		if outs[i].kind != published {
+			return false
+		}
+	}
+	return true
+}
+
+// setOutcomes writes "UPDATE … SET …" giving each row its own outcome.
+func (r *Relay) setOutcomes(b *dialect.Builder, outs []outcome, f fence) {
 	b.Add("UPDATE " + r.table + " SET status = ")
 	caseByID(b, outs, func(*outcome) bool { return true }, func(o *outcome) { b.Add("?", string(statusAfter(o))) }, "status")
 	b.Add(", locked_by = NULL, locked_until = NULL")
@@ -86,7 +108,11 @@ func (r *Relay) completion(outs []outcome, f fence) (string, []any) {
 	if !caseByID(b, outs, func(o *outcome) bool { return o.kind == published }, func(*outcome) { b.Now() }, "published_at") {
 		b.Add("published_at")
 	}
+}
 
+// fenceClause writes the WHERE clause that lets an outcome through only
+// while the claim it belongs to holds.
+func (r *Relay) fenceClause(b *dialect.Builder, outs []outcome, f fence) {
 	b.Add(" WHERE id IN (")
 	for i := range outs {
 		if i > 0 {
@@ -105,7 +131,6 @@ func (r *Relay) completion(outs []outcome, f fence) (string, []any) {
 		b.Add(" AND locked_until <= ")
 		b.Now()
 	}
-	return b.SQL(), b.Args()
 }
 
 // maxErrorLen bounds last_error (TEXT holds 64 KiB on MySQL).
@@ -187,7 +212,7 @@ func (r *Relay) rescue(ctx context.Context) (int, error) {
 	b := r.kind.NewBuilder()
 	b.Add("SELECT * FROM " + r.table + " WHERE status = 'publishing' AND locked_until <= ")
 	b.Now()
-	b.Add(" ORDER BY id LIMIT 500")
+	b.Add(" ORDER BY locked_until LIMIT 500")
 	if err := r.db.WithContext(ctx).Raw(b.SQL(), b.Args()...).Scan(&rows).Error; err != nil {
 		return 0, fmt.Errorf("relay: finding expired leases: %w", err)
 	}

@@ -219,7 +219,9 @@ func isDeadlock(err error) bool {
 	return err != nil && (contains(err.Error(), "Error 1213") || contains(err.Error(), "deadlock detected"))
 }
 
-func contains(s, sub string) bool { return len(s) >= len(sub) && (s == sub || len(sub) == 0 || indexOf(s, sub) >= 0) }
+func contains(s, sub string) bool {
+	return len(s) >= len(sub) && (s == sub || len(sub) == 0 || indexOf(s, sub) >= 0)
+}
 
 func indexOf(s, sub string) int {
 	for i := 0; i+len(sub) <= len(s); i++ {

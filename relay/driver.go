@@ -65,17 +65,19 @@ func (d *postgresDriver) claim(ctx context.Context, db *gorm.DB, worker string, 
 		    claim_version = o.claim_version + 1, attempts = o.attempts + 1
 		FROM (
 			SELECT e.id FROM ` + d.table + ` e
-			WHERE e.status IN ('pending', 'failed') AND e.available_at <= clock_timestamp()
+			WHERE e.status IN ('pending', 'failed') AND e.available_at <= now()
 			  AND ` + claimable(d.table) + `
 			ORDER BY e.available_at, e.id
 			LIMIT ?
 			FOR UPDATE SKIP LOCKED
 		) AS c
 		WHERE o.id = c.id
-		RETURNING o.*`
-	var rows []outbox.OutboxEvent
-	err := db.WithContext(ctx).Raw(q, worker, lease.Microseconds(), limit).Scan(&rows).Error
-	return rows, err
+		RETURNING ` + prefixed("o")
+	rows, err := db.WithContext(ctx).Raw(q, worker, lease.Microseconds(), limit).Rows()
+	if err != nil {
+		return nil, err
+	}
+	return scanClaimed(rows)
 }
 
 // mysqlDriver claims in a short READ COMMITTED transaction: SELECT … FOR
@@ -86,7 +88,7 @@ func (d *postgresDriver) claim(ctx context.Context, db *gorm.DB, worker string, 
 type mysqlDriver struct{ table string }
 
 func (d *mysqlDriver) claim(ctx context.Context, db *gorm.DB, worker string, limit int, lease time.Duration) ([]outbox.OutboxEvent, error) {
-	sel := `SELECT e.* FROM ` + d.table + ` e
+	sel := `SELECT ` + prefixed("e") + ` FROM ` + d.table + ` e
 		WHERE e.status = ? AND e.available_at <= UTC_TIMESTAMP(6) AND ` + claimable(d.table) + `
 		ORDER BY e.available_at, e.id
 		LIMIT ?
@@ -99,8 +101,12 @@ func (d *mysqlDriver) claim(ctx context.Context, db *gorm.DB, worker string, lim
 			if len(rows) == limit {
 				break
 			}
-			var got []outbox.OutboxEvent
-			if err := tx.Raw(sel, status, limit-len(rows)).Scan(&got).Error; err != nil {
+			res, err := tx.Raw(sel, status, limit-len(rows)).Rows()
+			if err != nil {
+				return err
+			}
+			got, err := scanClaimed(res)
+			if err != nil {
 				return err
 			}
 			rows = append(rows, got...)
@@ -149,10 +155,12 @@ func (d *sqliteDriver) claim(ctx context.Context, db *gorm.DB, worker string, li
 			WHERE e.status IN ('pending', 'failed') AND e.available_at <= ? AND ` + claimable(d.table) + `
 			ORDER BY e.available_at, e.id
 			LIMIT ?)
-		RETURNING *`
-	var rows []outbox.OutboxEvent
-	err := db.WithContext(ctx).Raw(q, worker, k.Time(now.Add(lease)), k.Time(now), limit).Scan(&rows).Error
-	return rows, err
+		RETURNING ` + claimColumns
+	rows, err := db.WithContext(ctx).Raw(q, worker, k.Time(now.Add(lease)), k.Time(now), limit).Rows()
+	if err != nil {
+		return nil, err
+	}
+	return scanClaimed(rows)
 }
 
 func (d *sqliteDriver) wakeups(context.Context, *gorm.DB, *slog.Logger) <-chan struct{} { return nil }
