@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/gormoutbox/outbox"
 )
 
@@ -20,8 +22,7 @@ func (r *Relay) runBatch(ctx context.Context) (Result, bool, error) {
 	return r.runBatchWith(ctx, 0)
 }
 
-func (r *Relay) runBatchWith(ctx context.Context, unavailableDelay time.Duration) (Result, bool, error) {
-	var res Result
+func (r *Relay) runBatchWith(ctx context.Context, unavailableDelay time.Duration) (res Result, unavailable bool, err error) {
 	if ctx.Err() != nil {
 		return res, false, nil
 	}
@@ -37,29 +38,37 @@ func (r *Relay) runBatchWith(ctx context.Context, unavailableDelay time.Duration
 	if len(rows) == 0 {
 		return res, false, nil
 	}
+	bctx, span := r.trace.batchSpan(ctx)
+	defer func() {
+		span.SetAttributes(attrClaimed.Int(res.Claimed))
+		endDelivery(span, err)
+	}()
+	r.inst.claimed.Add(ctx, int64(len(rows)), metric.WithAttributes(attrTable.String(r.table)))
 	deadline := start.Add(r.cfg.lease - r.leaseMargin())
 	if unavailableDelay <= 0 {
 		unavailableDelay = time.Second
 	}
-	outs := r.deliver(ctx, rows, deadline, unavailableDelay)
+	outs := r.deliver(bctx, rows, deadline, unavailableDelay)
 
 	// Record the outcomes even when ctx has ended: the batch in hand is
 	// finished, and what was not started is released.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(time.Until(start.Add(r.cfg.lease)), 5*time.Second))
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(bctx), max(time.Until(start.Add(r.cfg.lease)), 5*time.Second))
 	defer cancel()
 	applied, err := r.apply(cctx, outs, fenceMine)
 	if err != nil {
 		return res, false, fmt.Errorf("relay: recording the outcomes of %d events: %w", len(outs), err)
 	}
-	unavailable := false
+	now := time.Now()
 	for i := range outs {
 		o := &outs[i]
 		if !applied[i] {
 			res.Lost++
+			r.inst.lost.Add(cctx, 1, metric.WithAttributes(attrTable.String(r.table)))
 			r.log.Warn("lease lost before completion; the outcome was not recorded and the event will be delivered again",
 				"event_id", o.row.EventID, "event_type", o.row.Type, "attempt", o.row.Attempts, "outcome", o.kind.String())
 			continue
 		}
+		r.inst.record(cctx, o, r.table, now)
 		switch o.kind {
 		case published:
 			res.Published++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/internal/dialect"
@@ -248,6 +249,7 @@ func (r *Relay) rescue(ctx context.Context) (int, error) {
 		}
 		n++
 		o := &outs[i]
+		r.inst.record(ctx, o, r.table, time.Now())
 		r.log.Warn("rescued an event whose lease expired", "event_id", o.row.EventID, "event_type", o.row.Type,
 			"attempt", o.row.Attempts, "locked_by", deref(o.row.LockedBy), "dead", o.kind == dead)
 		if o.kind == dead {

@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gormoutbox/outbox"
 )
 
@@ -87,6 +90,7 @@ func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline
 	}
 	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
+	batchSpan := trace.SpanFromContext(ctx)
 
 	errs := make([]error, len(envs))
 	started := make([]bool, len(envs))
@@ -95,7 +99,22 @@ func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline
 			for i := range started {
 				started[i] = true
 			}
-			res := r.publishBatch(pctx, envs)
+			spans := make([]trace.Span, len(envs))
+			traced := make([]*outbox.Envelope, len(envs))
+			for i, e := range envs {
+				_, spans[i], traced[i] = r.trace.deliverySpan(pctx, batchSpan, e)
+			}
+			began := time.Now()
+			res := r.publishBatch(pctx, traced)
+			took := time.Since(began).Seconds()
+			for i := range spans {
+				var err error
+				if i < len(res) {
+					err = res[i]
+				}
+				r.inst.publishDuration.Record(pctx, took, metric.WithAttributes(attrTable.String(r.table), attrEventType.String(envs[i].Type)))
+				endDelivery(spans[i], err)
+			}
 			if len(res) != len(envs) {
 				err := fmt.Errorf("relay: PublishBatch returned %d results for %d events", len(res), len(envs))
 				for i := range errs {
@@ -119,7 +138,12 @@ func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline
 						return
 					}
 					started[i] = true
-					errs[i] = r.publish(pctx, envs[i])
+					dctx, span, e := r.trace.deliverySpan(pctx, batchSpan, envs[i])
+					began := time.Now()
+					errs[i] = r.publish(dctx, e)
+					r.inst.publishDuration.Record(pctx, time.Since(began).Seconds(),
+						metric.WithAttributes(attrTable.String(r.table), attrEventType.String(e.Type)))
+					endDelivery(span, errs[i])
 					if outbox.IsUnavailable(errs[i]) {
 						stopped.Store(true)
 					}

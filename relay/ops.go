@@ -154,6 +154,8 @@ type Stats struct {
 	// OldestPendingAge is how long the oldest deliverable pending event
 	// has waited (zero when none waits): the relays' lag.
 	OldestPendingAge time.Duration
+	// Relays lists the relays that recorded heartbeats, live and stale.
+	Relays []RelayStatus
 }
 
 // GetStats counts the events per status and measures the oldest pending
@@ -163,6 +165,22 @@ func GetStats(ctx context.Context, db *gorm.DB) (*Stats, error) {
 	if err != nil {
 		return nil, err
 	}
+	s, err := o.stats()
+	if err != nil {
+		return nil, err
+	}
+	if s.Relays, err = o.relays(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// stats counts the relay's table, without the heartbeats (for gauges).
+func (r *Relay) stats(ctx context.Context) (*Stats, error) {
+	return (&ops{db: r.db.WithContext(ctx), kind: r.kind, table: r.table}).stats()
+}
+
+func (o *ops) stats() (*Stats, error) {
 	var counts []struct {
 		Status outbox.Status
 		N      int64
@@ -176,7 +194,7 @@ func GetStats(ctx context.Context, db *gorm.DB) (*Stats, error) {
 	}
 	now, args := o.kind.Now()
 	var age *float64
-	err = o.db.Table(o.table).
+	err := o.db.Table(o.table).
 		Select(o.kind.SecondsSince("MIN(available_at)")).
 		Where("status = ? AND available_at <= "+now, append([]any{string(outbox.StatusPending)}, args...)...).
 		Scan(&age).Error

@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gormoutbox/outbox"
 )
 
@@ -27,6 +30,8 @@ const (
 	// woken by LISTEN/NOTIFY, polls every DefaultListenPollInterval.
 	DefaultPollInterval       = 500 * time.Millisecond
 	DefaultListenPollInterval = 5 * time.Second
+	// DefaultHeartbeat is how often a running relay records itself.
+	DefaultHeartbeat = 10 * time.Second
 )
 
 // Option configures a Relay.
@@ -44,6 +49,9 @@ type config struct {
 	onDead       func(ctx context.Context, e *outbox.Envelope, reason error)
 	retention    time.Duration
 	listen       bool
+	heartbeat    time.Duration
+	meter        metric.MeterProvider
+	tracer       trace.TracerProvider
 	errs         []error
 }
 
@@ -56,6 +64,7 @@ func defaultConfig() config {
 		backoff:     DefaultBackoff,
 		retention:   DefaultRetention,
 		listen:      true,
+		heartbeat:   DefaultHeartbeat,
 	}
 }
 
@@ -200,4 +209,44 @@ func defaultWorkerID() string {
 		host = host[:80]
 	}
 	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(rand.Uint64()&0xffffff, 36)
+}
+
+// WithMeterProvider sets where the relay's metrics go (default
+// otel.GetMeterProvider(), a no-op unless the application installed one).
+// The relay counts events claimed, published, failed, dead and released
+// and leases lost; records publish duration and commit-to-publish lag
+// histograms; and observes the pending count and the oldest pending age.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) {
+		if mp == nil {
+			c.fail("meter provider is nil")
+		}
+		c.meter = mp
+	}
+}
+
+// WithTracerProvider sets where the relay's spans go (default
+// otel.GetTracerProvider()). Each claim is a span, and each delivery a span
+// that is a child of the span that emitted the event (its traceparent);
+// the delivered envelope's traceparent names the delivery span, so that
+// consumers continue the trace.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) {
+		if tp == nil {
+			c.fail("tracer provider is nil")
+		}
+		c.tracer = tp
+	}
+}
+
+// WithHeartbeat sets how often the relay records itself in the relays
+// table (default 10s), which GetStats reads to list live and stale relays.
+// Zero turns heartbeats off.
+func WithHeartbeat(every time.Duration) Option {
+	return func(c *config) {
+		if every < 0 || (every > 0 && every < 100*time.Millisecond) {
+			c.fail("heartbeat %v is neither 0 nor at least 100ms", every)
+		}
+		c.heartbeat = every
+	}
 }

@@ -91,6 +91,8 @@ type Relay struct {
 	drv      driver
 	table    string
 	log      *slog.Logger
+	inst     *instruments
+	trace    *tracing
 
 	mu      sync.Mutex
 	running bool
@@ -146,6 +148,11 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 		log:   cfg.logger.With(slog.String("relay", cfg.workerID)),
 	}
 	r.batchPub, _ = pub.(BatchPublisher)
+	mp, tp := defaultProviders(cfg.meter, cfg.tracer)
+	r.trace = &tracing{tracer: tp.Tracer(instrumentationName), relay: cfg.workerID, table: table}
+	if r.inst, err = newInstruments(mp, table, func(ctx context.Context) (*Stats, error) { return r.stats(ctx) }); err != nil {
+		return nil, fmt.Errorf("relay: creating metrics: %w", err)
+	}
 	return r, nil
 }
 

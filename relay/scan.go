@@ -11,7 +11,7 @@ import (
 
 // claimColumns are the columns a claim returns: what an Envelope needs,
 // and what completion and logging need.
-const claimColumns = "id, event_id, type, version, tenant_id, aggregate_type, aggregate_id, partition_key, topic, payload, headers, attempts, max_attempts, claim_version, locked_by, created_at"
+const claimColumns = "id, event_id, type, version, tenant_id, aggregate_type, aggregate_id, partition_key, topic, payload, headers, attempts, max_attempts, claim_version, locked_by, available_at, created_at"
 
 // prefixed returns claimColumns qualified with the table alias a.
 func prefixed(a string) string {
@@ -25,19 +25,20 @@ func scanClaimed(rows *sql.Rows) ([]outbox.OutboxEvent, error) {
 	var out []outbox.OutboxEvent
 	for rows.Next() {
 		var (
-			e        outbox.OutboxEvent
-			lockedBy sql.NullString
-			created  anyTime
+			e         outbox.OutboxEvent
+			lockedBy  sql.NullString
+			available anyTime
+			created   anyTime
 		)
 		if err := rows.Scan(&e.ID, &e.EventID, &e.Type, &e.Version, &e.TenantID, &e.AggregateType, &e.AggregateID,
 			&e.PartitionKey, &e.Topic, &e.Payload, &e.Headers, &e.Attempts, &e.MaxAttempts, &e.ClaimVersion,
-			&lockedBy, &created); err != nil {
+			&lockedBy, &available, &created); err != nil {
 			return nil, err
 		}
 		if lockedBy.Valid {
 			e.LockedBy = &lockedBy.String
 		}
-		e.CreatedAt = created.t
+		e.AvailableAt, e.CreatedAt = available.t, created.t
 		e.Status = outbox.StatusPublishing
 		out = append(out, e)
 	}

@@ -31,6 +31,13 @@ func (r *Relay) Start(ctx context.Context) error {
 	if r.cfg.listen {
 		wake = r.drv.wakeups(lctx, r.db, r.log)
 	}
+	totals := &counters{}
+	beats := make(chan struct{})
+	if r.cfg.heartbeat > 0 {
+		go func() { defer close(beats); r.heartbeat(lctx, time.Now(), totals) }()
+	} else {
+		close(beats)
+	}
 	r.log.Info("relay started", "table", r.table, "batch_size", r.cfg.batchSize, "concurrency", r.cfg.concurrency,
 		"lease", r.cfg.lease, "poll_interval", r.cfg.pollInterval, "listen", wake != nil)
 
@@ -55,11 +62,15 @@ func (r *Relay) Start(ctx context.Context) error {
 			if _, err := r.cleanup(ctx); err != nil && ctx.Err() == nil {
 				r.log.Error("retention failed", "error", err)
 			}
+			if err := r.pruneRelays(ctx); err != nil && ctx.Err() == nil {
+				r.log.Debug("pruning old heartbeats failed", "error", err)
+			}
 			nextRetention = now.Add(retentionEvery)
 		}
 
 		res, unavail, err := r.runBatchWith(ctx, backoffStep(unavailable+1))
 		total.add(res)
+		totals.add(res)
 		var wait time.Duration
 		switch {
 		case err != nil:
@@ -84,6 +95,8 @@ func (r *Relay) Start(ctx context.Context) error {
 			break
 		}
 	}
+	cancel()
+	<-beats
 	r.log.Info("relay stopped", "claimed", total.Claimed, "published", total.Published, "failed", total.Failed,
 		"dead", total.Dead, "released", total.Released, "lost", total.Lost)
 	return nil

@@ -7,6 +7,7 @@ package dialect
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -134,4 +135,28 @@ func CheckIdent(name string, max int) error {
 		return fmt.Errorf("%q is longer than %d characters", name, max)
 	}
 	return nil
+}
+
+// Upsert returns the clause that makes an INSERT update cols (to the
+// values it tried to insert) when a row with the same key column exists.
+func (k Kind) Upsert(key string, cols ...string) string {
+	var sb strings.Builder
+	if k == MySQL {
+		sb.WriteString(" ON DUPLICATE KEY UPDATE ")
+		for i, c := range cols {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteString(c + " = VALUES(" + c + ")")
+		}
+		return sb.String()
+	}
+	sb.WriteString(" ON CONFLICT (" + key + ") DO UPDATE SET ")
+	for i, c := range cols {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(c + " = excluded." + c)
+	}
+	return sb.String()
 }

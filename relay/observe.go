@@ -1,0 +1,172 @@
+package relay
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/gormoutbox/outbox"
+)
+
+// instrumentationName names the relay's meter and tracer.
+const instrumentationName = "github.com/gormoutbox/outbox/relay"
+
+// Attribute keys of the relay's metrics and spans.
+const (
+	attrTable     = attribute.Key("outbox.table")
+	attrRelay     = attribute.Key("outbox.relay.id")
+	attrEventType = attribute.Key("outbox.event.type")
+	attrEventID   = attribute.Key("outbox.event.id")
+	attrAttempt   = attribute.Key("outbox.event.attempt")
+	attrOutcome   = attribute.Key("outbox.outcome")
+	attrClaimed   = attribute.Key("outbox.batch.claimed")
+)
+
+// instruments are the relay's metrics.
+type instruments struct {
+	claimed, published, failed, dead, released, lost metric.Int64Counter
+	publishDuration, lag                             metric.Float64Histogram
+}
+
+func newInstruments(mp metric.MeterProvider, table string, stats func(context.Context) (*Stats, error)) (*instruments, error) {
+	m := mp.Meter(instrumentationName)
+	in := &instruments{}
+	var err error
+	counter := func(name, desc string) metric.Int64Counter {
+		if err != nil {
+			return nil
+		}
+		var c metric.Int64Counter
+		c, err = m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit("{event}"))
+		return c
+	}
+	in.claimed = counter("outbox.events.claimed", "Events claimed by a relay.")
+	in.published = counter("outbox.events.published", "Events delivered and marked published.")
+	in.failed = counter("outbox.events.failed", "Failed deliveries scheduled for another attempt.")
+	in.dead = counter("outbox.events.dead", "Events marked dead.")
+	in.released = counter("outbox.events.released", "Events handed back without spending an attempt (publisher unavailable, shutdown).")
+	in.lost = counter("outbox.leases.lost", "Outcomes refused because the relay's lease had expired.")
+	if err != nil {
+		return nil, err
+	}
+	buckets := metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+	if in.publishDuration, err = m.Float64Histogram("outbox.publish.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time one delivery took in the publisher."), buckets); err != nil {
+		return nil, err
+	}
+	if in.lag, err = m.Float64Histogram("outbox.event.lag", metric.WithUnit("s"),
+		metric.WithDescription("From when an event became available (its commit, or its retry time) to its publication."), buckets); err != nil {
+		return nil, err
+	}
+
+	// Gauges of the table, read when the metrics are collected.
+	pending, err := m.Int64ObservableGauge("outbox.events.pending", metric.WithUnit("{event}"),
+		metric.WithDescription("Events waiting for delivery (pending or failed awaiting retry)."))
+	if err != nil {
+		return nil, err
+	}
+	oldest, err := m.Float64ObservableGauge("outbox.events.oldest_pending_age", metric.WithUnit("s"),
+		metric.WithDescription("How long the oldest deliverable pending event has waited."))
+	if err != nil {
+		return nil, err
+	}
+	set := metric.WithAttributes(attrTable.String(table))
+	_, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		s, err := stats(ctx)
+		if err != nil {
+			return err
+		}
+		o.ObserveInt64(pending, s.Counts[outbox.StatusPending]+s.Counts[outbox.StatusFailed], set)
+		o.ObserveFloat64(oldest, s.OldestPendingAge.Seconds(), set)
+		return nil
+	}, pending, oldest)
+	return in, err
+}
+
+// record counts one recorded outcome.
+func (in *instruments) record(ctx context.Context, o *outcome, table string, now time.Time) {
+	attrs := metric.WithAttributes(attrTable.String(table), attrEventType.String(o.row.Type))
+	switch o.kind {
+	case published:
+		in.published.Add(ctx, 1, attrs)
+		if !o.row.AvailableAt.IsZero() {
+			in.lag.Record(ctx, max(now.Sub(o.row.AvailableAt).Seconds(), 0), attrs)
+		}
+	case failed:
+		in.failed.Add(ctx, 1, attrs)
+	case dead:
+		in.dead.Add(ctx, 1, attrs)
+	case released:
+		in.released.Add(ctx, 1, attrs)
+	}
+}
+
+// tracing starts the relay's spans.
+type tracing struct {
+	tracer trace.Tracer
+	relay  string
+	table  string
+}
+
+var traceContext = propagation.TraceContext{}
+
+// batchSpan starts the span of one claim and its deliveries.
+func (t *tracing) batchSpan(ctx context.Context) (context.Context, trace.Span) {
+	return t.tracer.Start(ctx, "outbox.relay batch", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attrRelay.String(t.relay), attrTable.String(t.table)))
+}
+
+// deliverySpan starts the span of one delivery as a child of the span that
+// emitted the event (its traceparent header), linked to the batch span, and
+// returns the envelope with its trace headers pointing at the new span, so
+// that consumers continue the trace from the delivery.
+func (t *tracing) deliverySpan(ctx context.Context, batch trace.Span, e *outbox.Envelope) (context.Context, trace.Span, *outbox.Envelope) {
+	// Without a traceparent the parent stays the batch span in ctx.
+	parent := traceContext.Extract(ctx, propagation.MapCarrier(e.Headers))
+	opts := []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attrEventType.String(e.Type), attrEventID.String(e.ID),
+			attrAttempt.Int(e.Attempt), attrRelay.String(t.relay)),
+	}
+	if sc := batch.SpanContext(); sc.IsValid() && !trace.SpanContextFromContext(parent).Equal(sc) {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+	}
+	sctx, span := t.tracer.Start(parent, "outbox publish "+e.Type, opts...)
+	if !span.SpanContext().IsValid() { // tracing is off
+		return sctx, span, e
+	}
+	out := *e
+	out.Headers = maps.Clone(e.Headers)
+	if out.Headers == nil {
+		out.Headers = map[string]string{}
+	}
+	traceContext.Inject(sctx, propagation.MapCarrier(out.Headers))
+	return sctx, span, &out
+}
+
+func endDelivery(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+func defaultProviders(mp metric.MeterProvider, tp trace.TracerProvider) (metric.MeterProvider, trace.TracerProvider) {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return mp, tp
+}
