@@ -1,0 +1,134 @@
+// Command prometheus wires the relay's OpenTelemetry metrics to a
+// Prometheus exporter and serves them on /metrics: it writes orders on
+// SQLite, relays their events to an in-process handler, and prints the
+// outbox series that a Prometheus server would scrape.
+//
+//	cd examples/prometheus && go run . [-addr 127.0.0.1:9464] [-serve]
+//
+// It is a module of its own so that the library does not depend on the
+// Prometheus client.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/relay"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:9464", "address of the /metrics endpoint")
+	serve := flag.Bool("serve", false, "keep serving /metrics after the run, until interrupted")
+	events := flag.Int("events", 200, "events to write and relay")
+	flag.Parse()
+	if err := run(context.Background(), *addr, *events, *serve, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "prometheus example:", err)
+		os.Exit(1)
+	}
+}
+
+// run writes n events, relays them, then prints the outbox series scraped
+// from its own /metrics endpoint.
+func run(ctx context.Context, addr string, n int, serve bool, out io.Writer) error {
+	// 1. OpenTelemetry metrics, exported in the Prometheus format.
+	registry := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(registry))
+	if err != nil {
+		return err
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: promhttp.HandlerFor(registry, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() { _ = srv.Close() }()
+
+	// 2. A database with an outbox, and some events.
+	dir, err := os.MkdirTemp("", "outbox-prometheus")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	db, err := gorm.Open(sqlite.Open(filepath.Join(dir, "app.db")+"?_txlock=immediate&_busy_timeout=5000"), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		return err
+	}
+	if err := db.Use(&outbox.Plugin{AutoMigrate: true}); err != nil {
+		return err
+	}
+	err = db.Transaction(func(tx *gorm.DB) error {
+		for i := range n {
+			if err := outbox.Emit(tx, outbox.Event{ID: fmt.Sprintf("invoice-%d", i), Type: "invoice.issued", Payload: map[string]int{"n": i}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	// 3. A relay that reports to the meter provider; every tenth delivery fails once.
+	delivered := 0
+	pub := relay.PublisherFunc(func(_ context.Context, e *outbox.Envelope) error {
+		if e.Attempt == 1 && strings.HasSuffix(e.ID, "0") {
+			return errors.New("transient")
+		}
+		delivered++
+		return nil
+	})
+	r, err := relay.New(db, pub, relay.WithMeterProvider(mp), relay.WithConcurrency(1),
+		relay.WithBackoff(func(int) time.Duration { return 0 }), relay.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return err
+	}
+	for delivered < n {
+		if _, err := r.RunOnce(ctx); err != nil {
+			return err
+		}
+	}
+
+	// 4. Scrape our own endpoint, as Prometheus would.
+	resp, err := http.Get("http://" + ln.Addr().String() + "/metrics")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "outbox_") && !strings.Contains(line, "_bucket{") {
+			fmt.Fprintln(out, line)
+		}
+	}
+	if serve {
+		fmt.Fprintf(out, "serving http://%s/metrics until interrupted\n", ln.Addr())
+		<-ctx.Done()
+	}
+	return nil
+}
