@@ -206,4 +206,3 @@ func run(n int, verbose bool) error {
 	fmt.Println("ok: every committed order was announced exactly once, and no rolled-back one was")
 	return nil
 }
-
