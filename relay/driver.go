@@ -59,19 +59,19 @@ func claimable(table string) string {
 type postgresDriver struct{ table string }
 
 func (d *postgresDriver) claim(ctx context.Context, db *gorm.DB, worker string, limit int, lease time.Duration) ([]outbox.OutboxEvent, error) {
+	// id = ANY(ARRAY(…)) keeps the update on primary-key lookups; a join
+	// with the subquery can turn into a hash join over the whole table.
 	q := `UPDATE ` + d.table + ` AS o
 		SET status = 'publishing', locked_by = ?,
 		    locked_until = clock_timestamp() + ? * interval '1 microsecond',
 		    claim_version = o.claim_version + 1, attempts = o.attempts + 1
-		FROM (
+		WHERE o.id = ANY(ARRAY(
 			SELECT e.id FROM ` + d.table + ` e
 			WHERE e.status IN ('pending', 'failed') AND e.available_at <= now()
 			  AND ` + claimable(d.table) + `
 			ORDER BY e.available_at, e.id
 			LIMIT ?
-			FOR UPDATE SKIP LOCKED
-		) AS c
-		WHERE o.id = c.id
+			FOR UPDATE SKIP LOCKED))
 		RETURNING ` + prefixed("o")
 	rows, err := db.WithContext(ctx).Raw(q, worker, lease.Microseconds(), limit).Rows()
 	if err != nil {

@@ -1,0 +1,328 @@
+package outboxredis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/adapters/outboxredis"
+)
+
+// publish appends the envelopes to stream.
+func publish(t testing.TB, rdb *redis.Client, stream string, es ...*outbox.Envelope) {
+	t.Helper()
+	for i, err := range outboxredis.NewStreamPublisher(rdb, outboxredis.WithDefaultStream(stream)).PublishBatch(context.Background(), es) {
+		if err != nil {
+			t.Fatalf("publishing event %d: %v", i, err)
+		}
+	}
+}
+
+// calls records handler calls per event id.
+type calls struct {
+	mu         sync.Mutex
+	byID       map[string]int
+	deliveries map[string][]int64
+}
+
+func newCalls() *calls { return &calls{byID: map[string]int{}, deliveries: map[string][]int64{}} }
+
+func (c *calls) add(ctx context.Context, e *outbox.Envelope) {
+	d, _ := outboxredis.DeliveryFrom(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byID[e.ID]++
+	c.deliveries[e.ID] = append(c.deliveries[e.ID], d.Deliveries)
+}
+
+func (c *calls) of(id string) (int, []int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byID[id], append([]int64(nil), c.deliveries[id]...)
+}
+
+func (c *calls) distinct() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.byID)
+}
+
+func TestConsumerHandlesEveryEventAndAcks(t *testing.T) {
+	rdb := newRedis(t)
+	stream := streamName(t, rdb, "con-basic")
+	// Published before the group exists: the default start id "0" reads them.
+	var es []*outbox.Envelope
+	for i := range 25 {
+		es = append(es, envelope(fmt.Sprintf("ev-%d", i), "order.created"))
+	}
+	publish(t, rdb, stream, es...)
+
+	seen := newCalls()
+	var wrong atomic.Value
+	h := outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
+		d, ok := outboxredis.DeliveryFrom(ctx)
+		if !ok || d.Stream != stream || d.Group != "g" || d.Consumer != "c1" || d.EntryID == "" || d.Deliveries != 1 {
+			wrong.Store(fmt.Sprintf("delivery %+v, %v", d, ok))
+		}
+		seen.add(ctx, e)
+		return nil
+	})
+	c := outboxredis.NewConsumer(rdb, stream, "g", "c1", h, consumerOpts(t, outboxredis.WithCount(4))...)
+	stop := run(t, c)
+	eventually(t, 10*time.Second, "every event handled", func() bool { return seen.distinct() == 25 })
+	publish(t, rdb, stream, envelope("late", "order.created")) // read while running
+	eventually(t, 10*time.Second, "the late event", func() bool { n, _ := seen.of("late"); return n == 1 })
+	eventually(t, 5*time.Second, "all acknowledged", func() bool { return pendingCount(t, rdb, stream, "g") == 0 })
+	stop()
+	for _, e := range append(es, envelope("late", "")) {
+		if n, _ := seen.of(e.ID); n != 1 {
+			t.Errorf("event %s handled %d times", e.ID, n)
+		}
+	}
+	if w := wrong.Load(); w != nil {
+		t.Error(w)
+	}
+}
+
+func TestStartIDDollarSkipsExistingEntries(t *testing.T) {
+	rdb := newRedis(t)
+	stream := streamName(t, rdb, "con-start")
+	publish(t, rdb, stream, envelope("old", "t"))
+	seen := newCalls()
+	h := outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error { seen.add(ctx, e); return nil })
+	stop := run(t, outboxredis.NewConsumer(rdb, stream, "g", "c", h, consumerOpts(t, outboxredis.WithStartID("$"))...))
+	eventually(t, 5*time.Second, "the group", func() bool {
+		groups, err := rdb.XInfoGroups(t.Context(), stream).Result()
+		return err == nil && len(groups) == 1
+	})
+	publish(t, rdb, stream, envelope("new", "t"))
+	eventually(t, 5*time.Second, "the new event", func() bool { n, _ := seen.of("new"); return n == 1 })
+	stop()
+	if n, _ := seen.of("old"); n != 0 {
+		t.Errorf("the entry older than the group was handled %d times", n)
+	}
+}
+
+func TestFailedHandlerLeavesThePendingMessageForARetry(t *testing.T) {
+	rdb := newRedis(t)
+	stream := streamName(t, rdb, "con-retry")
+	seen := newCalls()
+	var pendingAtRetry atomic.Int64
+	h := outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
+		seen.add(ctx, e)
+		d, _ := outboxredis.DeliveryFrom(ctx)
+		if d.Deliveries == 2 {
+			// The first failure was not acknowledged: the message is still
+			// pending, delivered twice.
+			p, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: "g", Start: "-", End: "+", Count: 10}).Result()
+			if err == nil && len(p) == 1 && p[0].ID == d.EntryID {
+				pendingAtRetry.Store(p[0].RetryCount)
+			}
+		}
+		if d.Deliveries < 3 {
+			return errors.New("downstream hiccup")
+		}
+		return nil
+	})
+	var dead atomic.Int32
+	c := outboxredis.NewConsumer(rdb, stream, "g", "c", h, consumerOpts(t,
+		outboxredis.WithOnDead(func(context.Context, outboxredis.DeadMessage) { dead.Add(1) }))...)
+	stop := run(t, c)
+	publish(t, rdb, stream, envelope("flaky", "t"))
+	eventually(t, 10*time.Second, "success on the third delivery", func() bool { n, _ := seen.of("flaky"); return n >= 3 })
+	eventually(t, 5*time.Second, "the acknowledgement", func() bool { return pendingCount(t, rdb, stream, "g") == 0 })
+	stop()
+	n, ds := seen.of("flaky")
+	if n != 3 || fmt.Sprint(ds) != "[1 2 3]" {
+		t.Errorf("handled %d times with delivery counts %v, want 3 times [1 2 3]", n, ds)
+	}
+	if got := pendingAtRetry.Load(); got != 2 {
+		t.Errorf("at the retry the message was pending with delivery count %d, want 2", got)
+	}
+	if dead.Load() != 0 {
+		t.Errorf("%d dead messages, want none", dead.Load())
+	}
+}
+
+func TestPermanentMalformedAndExhaustedMessagesAreDead(t *testing.T) {
+	rdb := newRedis(t)
+	stream := streamName(t, rdb, "con-dead", ":dlq")
+	dlq := stream + ":dlq"
+	seen := newCalls()
+	h := outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
+		seen.add(ctx, e)
+		switch e.Type {
+		case "bad.payload":
+			return outbox.Permanent(errors.New("cannot parse the payload"))
+		case "always.fails":
+			return errors.New("still down")
+		}
+		return nil
+	})
+	var (
+		mu   sync.Mutex
+		dead = map[string]outboxredis.DeadMessage{}
+	)
+	c := outboxredis.NewConsumer(rdb, stream, "g", "c", h, consumerOpts(t,
+		outboxredis.WithMaxDeliveries(3),
+		outboxredis.WithDeadLetterStream(dlq),
+		outboxredis.WithOnDead(func(_ context.Context, d outboxredis.DeadMessage) {
+			mu.Lock()
+			defer mu.Unlock()
+			dead[d.EntryID] = d
+		}))...)
+	publish(t, rdb, stream, envelope("perm", "bad.payload"), envelope("ok", "fine"), envelope("exhausted", "always.fails"))
+	noEvent := rdb.XAdd(t.Context(), &redis.XAddArgs{Stream: stream, Values: []any{"foo", "bar"}}).Val()
+	badJSON := rdb.XAdd(t.Context(), &redis.XAddArgs{Stream: stream, Values: []any{outboxredis.FieldEvent, "{not json"}}).Val()
+	stop := run(t, c)
+	eventually(t, 10*time.Second, "four dead messages", func() bool { mu.Lock(); defer mu.Unlock(); return len(dead) == 4 })
+	eventually(t, 5*time.Second, "all acknowledged", func() bool { return pendingCount(t, rdb, stream, "g") == 0 })
+	stop()
+
+	mu.Lock()
+	defer mu.Unlock()
+	byEvent := map[string]outboxredis.DeadMessage{}
+	for _, d := range dead {
+		if d.Envelope != nil {
+			byEvent[d.Envelope.ID] = d
+		}
+	}
+	if d := byEvent["perm"]; !outbox.IsPermanent(d.Reason) || d.Deliveries != 1 {
+		t.Errorf("permanent failure: %+v", d)
+	}
+	if n, _ := seen.of("perm"); n != 1 {
+		t.Errorf("permanent failure handled %d times, want 1", n)
+	}
+	if d := byEvent["exhausted"]; !errors.Is(d.Reason, outboxredis.ErrTooManyDeliveries) {
+		t.Errorf("exhausted message: %+v", d)
+	}
+	if n, _ := seen.of("exhausted"); n != 3 {
+		t.Errorf("always-failing handler ran %d times, want 3 (WithMaxDeliveries)", n)
+	}
+	if _, ok := byEvent["ok"]; ok {
+		t.Error("a handled event went dead")
+	}
+	if d := dead[noEvent]; !errors.Is(d.Reason, outboxredis.ErrMalformed) || d.Envelope != nil {
+		t.Errorf("entry without an event field: %+v", d)
+	}
+	if d := dead[badJSON]; !errors.Is(d.Reason, outboxredis.ErrMalformed) || !errors.Is(d.Reason, outbox.ErrInvalidEnvelope) {
+		t.Errorf("entry with bad JSON: %+v", d)
+	}
+
+	letters, err := rdb.XRange(t.Context(), dlq, "-", "+").Result()
+	must(t, err)
+	if len(letters) != 4 {
+		t.Fatalf("dead-letter stream holds %d entries, want 4", len(letters))
+	}
+	for _, l := range letters {
+		id, _ := l.Values[outboxredis.FieldDeadEntryID].(string)
+		if _, ok := dead[id]; !ok || l.Values[outboxredis.FieldDeadStream] != stream || l.Values[outboxredis.FieldDeadReason] == "" {
+			t.Errorf("dead letter %v", l.Values)
+		}
+	}
+}
+
+func TestRunFinishesTheMessageInHand(t *testing.T) {
+	rdb := newRedis(t)
+	stream := streamName(t, rdb, "con-stop")
+	started, release := make(chan struct{}), make(chan struct{})
+	var finished atomic.Bool
+	h := outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
+		close(started)
+		<-release
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		finished.Store(true)
+		return nil
+	})
+	c := outboxredis.NewConsumer(rdb, stream, "g", "c", h, consumerOpts(t)...)
+	publish(t, rdb, stream, envelope("slow", "t"), envelope("next", "t")) // read in one batch
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	<-started
+	cancel()
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned %v while its handler was running", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if !finished.Load() {
+		t.Error("the handler's context ended with Run's")
+	}
+	p, err := rdb.XPendingExt(t.Context(), &redis.XPendingExtArgs{Stream: stream, Group: "g", Start: "-", End: "+", Count: 10}).Result()
+	must(t, err)
+	// The finished message is acknowledged; the next one, read in the same
+	// batch but not started, stays pending for a retry.
+	if len(p) != 1 {
+		t.Errorf("pending %+v, want only the unstarted message", p)
+	}
+}
+
+func TestConsumerRecreatesADeletedGroup(t *testing.T) {
+	rdb := newRedis(t)
+	stream := streamName(t, rdb, "con-nogroup")
+	seen := newCalls()
+	h := outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error { seen.add(ctx, e); return nil })
+	stop := run(t, outboxredis.NewConsumer(rdb, stream, "g", "c", h, consumerOpts(t)...))
+	publish(t, rdb, stream, envelope("one", "t"))
+	eventually(t, 5*time.Second, "the first event", func() bool { n, _ := seen.of("one"); return n == 1 })
+	must(t, rdb.Del(t.Context(), stream).Err())
+	publish(t, rdb, stream, envelope("two", "t"))
+	eventually(t, 10*time.Second, "the event after the group was deleted", func() bool { n, _ := seen.of("two"); return n == 1 })
+	stop()
+}
+
+func TestConsumerValidate(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer rdb.Close()
+	h := outboxredis.HandlerFunc(func(context.Context, *outbox.Envelope) error { return nil })
+	cases := map[string]*outboxredis.Consumer{
+		"nil client":     outboxredis.NewConsumer(nil, "s", "g", "c", h),
+		"empty stream":   outboxredis.NewConsumer(rdb, "", "g", "c", h),
+		"empty group":    outboxredis.NewConsumer(rdb, "s", "", "c", h),
+		"empty consumer": outboxredis.NewConsumer(rdb, "s", "g", "", h),
+		"nil handler":    outboxredis.NewConsumer(rdb, "s", "g", "c", nil),
+		"start id":       outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithStartID(">")),
+		"block":          outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithBlock(0)),
+		"count":          outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithCount(0)),
+		"min idle":       outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithMinIdle(0)),
+		"claim interval": outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithClaimInterval(-time.Second)),
+		"retry delay":    outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithRetryDelay(0)),
+		"timeout":        outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithHandlerTimeout(0)),
+		"deliveries":     outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithMaxDeliveries(0)),
+		"dead stream":    outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithDeadLetterStream("")),
+		"on dead":        outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithOnDead(nil)),
+		"logger":         outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithConsumerLogger(nil)),
+		"tracer":         outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithTracerProvider(nil)),
+		"idem store":     outboxredis.NewConsumer(rdb, "s", "g", "c", outboxredis.Idempotent(nil, "n", h)),
+		"idem name":      outboxredis.NewConsumer(rdb, "s", "g", "c", outboxredis.IdempotentTx(nil, "", nil)),
+	}
+	for name, c := range cases {
+		if err := c.Validate(); !errors.Is(err, outboxredis.ErrInvalidOption) {
+			t.Errorf("%s: Validate = %v, want ErrInvalidOption", name, err)
+		}
+		if err := c.Run(t.Context()); !errors.Is(err, outboxredis.ErrInvalidOption) {
+			t.Errorf("%s: Run = %v, want ErrInvalidOption", name, err)
+		}
+	}
+	ok := outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithStartID("$"), outboxredis.WithStartID("1700000000000-0"))
+	if err := ok.Validate(); err != nil {
+		t.Errorf("valid options: %v", err)
+	}
+}

@@ -1,0 +1,91 @@
+// Package outboxredis delivers outbox events through Redis Streams: a
+// StreamPublisher for the relay, and a Consumer that reads a stream as one
+// member of a consumer group.
+//
+// # Publishing
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	r, err := relay.New(db, outboxredis.NewStreamPublisher(rdb,
+//		outboxredis.WithStreamPrefix("shop:"), // "shop:orders" for Topic "orders"
+//		outboxredis.WithMaxLen(1_000_000),     // XADD MAXLEN ~ 1000000
+//	))
+//	err = r.Start(ctx)
+//
+// Each event becomes one stream entry whose field "event" holds the
+// envelope's CloudEvents 1.0 JSON (decode it with outbox.DecodeEnvelope),
+// next to "id" and "type" for consumers that filter without decoding. The
+// stream is the event's Topic, or what WithStreamFunc chooses, or
+// WithDefaultStream ("outbox") for events without one, after the prefix.
+// The relay hands a whole batch to PublishBatch, which sends its XADDs in
+// one pipeline and reports each entry's own result: a pipeline is not a
+// transaction, and one entry can fail while the others are appended.
+//
+// When Redis cannot be reached (connection refused or cut, i/o timeouts, a
+// closed client) or cannot serve (LOADING, OOM, CLUSTERDOWN …), the error
+// is outbox.Unavailable: the relay releases the batch without spending any
+// event's attempts and backs off. Other errors, such as WRONGTYPE for a key
+// that is not a stream, are retried as usual.
+//
+// # Duplicates
+//
+// Delivery is at least once. A relay that appended a batch and crashed
+// before recording it, or whose lease expired meanwhile, has the events
+// appended again by the next relay: the stream then holds the same event
+// id twice. Redis 8.6 can drop such appends itself (XADD … IDMP, see
+// WithIdempotentProducer; Redis 7 has no IDMP and the option falls back),
+// but only within a window, so consumers dedupe by event id regardless:
+// wrap handlers with Idempotent or IdempotentTx.
+//
+// # Consuming
+//
+//	store, _ := idempotency.NewStore(db)
+//	h := outboxredis.IdempotentTx(store, "stats", func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
+//		return tx.Exec("UPDATE stats SET orders = orders + 1").Error // exactly once per event
+//	})
+//	c := outboxredis.NewConsumer(rdb, "shop:orders", "stats", hostname, h,
+//		outboxredis.WithDeadLetterStream("shop:orders:dead"))
+//	err := c.Run(ctx) // until ctx ends
+//
+// Run creates the group if it is missing (XGROUP CREATE … MKSTREAM, from
+// the start of the stream unless WithStartID says "$"), then loops:
+//
+//   - It reads new messages with XREADGROUP (WithCount at a time, waiting
+//     up to WithBlock), and handles them one at a time.
+//   - Each message's envelope is decoded, the W3C trace context of its
+//     traceparent and tracestate is restored, and the handler runs under a
+//     consumer span (WithTracerProvider, default otel.GetTracerProvider())
+//     with the Delivery in its context (DeliveryFrom).
+//   - Success: XACK. Failure: the message stays pending, and this consumer
+//     delivers it again after WithRetryDelay (XPENDING … IDLE, XCLAIM).
+//   - Messages of any consumer of the group pending longer than WithMinIdle
+//     (a consumer that died, or a restart under another name) are claimed
+//     with XAUTOCLAIM and handled here.
+//   - A message is dead, that is acknowledged, logged at error level,
+//     appended to the WithDeadLetterStream stream and passed to WithOnDead,
+//     when its handler returns outbox.Permanent, when it is not an outbox
+//     event (ErrMalformed: it can never succeed), or when Redis delivers it
+//     more than WithMaxDeliveries times (ErrTooManyDeliveries: its handler
+//     ran that many times, or the consumers handling it crashed).
+//
+// When a handler returns outbox.Unavailable, the consumer pauses (1s
+// doubling to 30s) before going on. Redis errors are logged and retried;
+// Run returns only when its context ends, after finishing the message in
+// hand (within WithBlock when idle), or for an invalid configuration.
+// Messages read but not started by then stay pending: the consumer retries
+// them when it runs again under the same name, and the others of its group
+// claim them after the min idle time.
+//
+// Each consumer handles one message at a time; run more consumers, each
+// under its own stable name, to share a stream. A handler that runs longer
+// than the min idle time can have its message claimed and handled by
+// another consumer at the same time: keep WithMinIdle above the longest
+// handler run (handlers' contexts end after it, see WithHandlerTimeout).
+//
+// # Exactly-once effects
+//
+// Idempotent records each handler's success under "<event id>:<handler
+// name>" in an idempotency.Store: duplicates and redeliveries of an event
+// skip a handler that already succeeded. IdempotentTx runs the handler in
+// a database transaction together with its record, so that its writes to
+// that database happen exactly once.
+package outboxredis

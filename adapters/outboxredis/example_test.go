@@ -1,0 +1,148 @@
+package outboxredis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/adapters/outboxredis"
+	"github.com/gormoutbox/outbox/idempotency"
+	"github.com/gormoutbox/outbox/relay"
+)
+
+// A relay that appends every committed event to a Redis stream named after
+// its Topic. (Needs a Redis server, so it is compiled, not run.)
+func ExampleNewStreamPublisher() {
+	db, err := gorm.Open(sqlite.Open("file:shop.db?_txlock=immediate&_busy_timeout=5000"), &gorm.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := db.Use(&outbox.Plugin{AutoMigrate: true}); err != nil {
+		log.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+
+	pub := outboxredis.NewStreamPublisher(rdb,
+		outboxredis.WithStreamPrefix("shop:"),
+		outboxredis.WithDefaultStream("events"), // events without a Topic
+		outboxredis.WithMaxLen(1_000_000),       // trim to about a million entries
+		outboxredis.WithSource("shop-api"),
+	)
+	r, err := relay.New(db, pub) // refuses a publisher with a bad option
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := r.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// exampleStore opens the application's database and its idempotency store.
+func exampleStore(dsn string) (*gorm.DB, *idempotency.Store) {
+	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := idempotency.NewStore(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := store.Migrate(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	return db, store
+}
+
+// A consumer of a group whose handler writes to the database exactly once
+// per event, however often the stream delivers it. (Needs Redis.)
+func ExampleNewConsumer() {
+	_, store := exampleStore("file:stats.db?_txlock=immediate&_busy_timeout=5000")
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+
+	countOrder := outboxredis.IdempotentTx(store, "order-stats", func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
+		var order struct{ Total float64 }
+		if err := e.Unmarshal(&order); err != nil {
+			return outbox.Permanent(err) // a bad payload never gets better: dead-letter it
+		}
+		return tx.Exec("UPDATE stats SET orders = orders + 1, revenue = revenue + ?", order.Total).Error
+	})
+	host, _ := os.Hostname()
+	c := outboxredis.NewConsumer(rdb, "shop:orders", "order-stats", host, countOrder,
+		outboxredis.WithDeadLetterStream("shop:orders:dead"),
+		outboxredis.WithOnDead(func(ctx context.Context, d outboxredis.DeadMessage) {
+			log.Printf("dead message %s: %v", d.EntryID, d.Reason)
+		}),
+	)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := c.Run(ctx); err != nil { // returns nil when ctx ends
+		log.Fatal(err)
+	}
+}
+
+// Idempotent keeps a handler with an external effect from running again for
+// an event it already handled, such as a duplicate entry. (Needs Redis.)
+func ExampleIdempotent() {
+	_, store := exampleStore("file:mail.db?_txlock=immediate&_busy_timeout=5000")
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+
+	sendReceipt := outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
+		d, _ := outboxredis.DeliveryFrom(ctx)
+		log.Printf("receipt for %s (entry %s, delivery %d)", e.ID, d.EntryID, d.Deliveries)
+		return nil
+	})
+	c := outboxredis.NewConsumer(rdb, "shop:orders", "receipts", "worker-1",
+		outboxredis.Idempotent(store, "receipts", sendReceipt),
+		outboxredis.WithMaxDeliveries(5),
+		outboxredis.WithRetryDelay(10*time.Second),
+	)
+	if err := c.Run(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// The stream of each event: its Topic, or the default stream, after the
+// prefix; WithStreamFunc can choose instead.
+func ExampleStreamPublisher_Stream() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"}) // not dialled here
+	defer rdb.Close()
+	pub := outboxredis.NewStreamPublisher(rdb, outboxredis.WithStreamPrefix("shop:"))
+	fmt.Println(pub.Stream(&outbox.Envelope{Type: "order.created", Topic: "orders"}))
+	fmt.Println(pub.Stream(&outbox.Envelope{Type: "user.signed_up"}))
+
+	byTenant := outboxredis.NewStreamPublisher(rdb, outboxredis.WithStreamFunc(func(e *outbox.Envelope) string {
+		return "tenant:" + e.TenantID
+	}))
+	fmt.Println(byTenant.Stream(&outbox.Envelope{Type: "order.created", TenantID: "acme"}))
+	// Output:
+	// shop:orders
+	// shop:outbox
+	// tenant:acme
+}
+
+// Bad options are reported by Validate, and so by relay.New.
+func ExampleStreamPublisher_Validate() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"}) // not dialled here
+	defer rdb.Close()
+	pub := outboxredis.NewStreamPublisher(rdb, outboxredis.WithMaxLen(-5))
+	err := pub.Validate()
+	fmt.Println(errors.Is(err, outboxredis.ErrInvalidOption))
+	fmt.Println(err)
+	// Output:
+	// true
+	// outboxredis: invalid option: max length -5 is negative
+}

@@ -1,0 +1,111 @@
+package outboxredis
+
+import (
+	"context"
+	"fmt"
+	"unicode/utf8"
+
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/idempotency"
+)
+
+// Handler handles one event read from a stream. Its error decides the
+// message's fate: nil acknowledges it; outbox.Permanent(err) dead-letters
+// it at once; any other error leaves it pending, to be delivered again
+// (outbox.Unavailable and idempotency.ErrInProgress never dead-letter it).
+// A handler can be called again for an event it already handled: wrap it
+// with Idempotent or IdempotentTx.
+type Handler interface {
+	Handle(ctx context.Context, e *outbox.Envelope) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, e *outbox.Envelope) error
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, e *outbox.Envelope) error { return f(ctx, e) }
+
+// TxHandlerFunc handles one event inside a database transaction, in which
+// its idempotency record commits too (see IdempotentTx).
+type TxHandlerFunc func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error
+
+// maxNameLen keeps "<event id>:<handler name>" within idempotency.MaxKeyLen.
+const maxNameLen = idempotency.MaxKeyLen - outbox.MaxIDLen - 1
+
+// Idempotent returns a Handler that runs h for an event unless h already
+// succeeded for it, as recorded in store under "<event id>:<name>"
+// (idempotency.Store.Do): duplicate stream entries and redeliveries skip
+// it. h's effects and the record do not commit atomically; use
+// IdempotentTx for writes to the store's database. While h runs, the same
+// event arriving elsewhere fails with idempotency.ErrInProgress and stays
+// pending, to be retried.
+func Idempotent(store *idempotency.Store, name string, h Handler) Handler {
+	return &idempotent{store: store, name: name, h: h}
+}
+
+// IdempotentTx returns a Handler that runs fn inside a transaction of
+// store's database together with the record "<event id>:<name>"
+// (idempotency.Store.DoTx): fn's writes through tx happen exactly once per
+// event, whatever the duplicates and redeliveries.
+func IdempotentTx(store *idempotency.Store, name string, fn TxHandlerFunc) Handler {
+	return &idempotent{store: store, name: name, tx: fn}
+}
+
+type idempotent struct {
+	store *idempotency.Store
+	name  string
+	h     Handler
+	tx    TxHandlerFunc
+}
+
+// Validate reports a nil store or function and a bad name; Consumer's
+// Validate calls it.
+func (m *idempotent) Validate() error {
+	switch {
+	case m.store == nil:
+		return fmt.Errorf("%w: idempotent handler %q: nil store", ErrInvalidOption, m.name)
+	case m.h == nil && m.tx == nil:
+		return fmt.Errorf("%w: idempotent handler %q: nil handler", ErrInvalidOption, m.name)
+	case m.name == "":
+		return fmt.Errorf("%w: idempotent handler: empty name", ErrInvalidOption)
+	case utf8.RuneCountInString(m.name) > maxNameLen:
+		return fmt.Errorf("%w: idempotent handler %q: name longer than %d characters", ErrInvalidOption, m.name, maxNameLen)
+	}
+	return nil
+}
+
+// Handle runs the handler once per event id.
+func (m *idempotent) Handle(ctx context.Context, e *outbox.Envelope) error {
+	key := e.ID + ":" + m.name
+	if m.tx != nil {
+		return m.store.DoTx(ctx, key, func(tx *gorm.DB) error { return m.tx(ctx, tx, e) })
+	}
+	return m.store.Do(ctx, key, func(ctx context.Context) error { return m.h.Handle(ctx, e) })
+}
+
+// Delivery describes the stream entry a handler is given.
+type Delivery struct {
+	Stream   string
+	Group    string
+	Consumer string
+	// EntryID is the stream entry's id, such as "1700000000000-0".
+	EntryID string
+	// Deliveries counts the deliveries of this entry to the group, this one
+	// included (Redis's delivery counter): 1 the first time.
+	Deliveries int64
+}
+
+type deliveryKey struct{}
+
+// DeliveryFrom returns the Delivery of the message whose handler received
+// ctx.
+func DeliveryFrom(ctx context.Context) (Delivery, bool) {
+	d, ok := ctx.Value(deliveryKey{}).(Delivery)
+	return d, ok
+}
+
+func withDelivery(ctx context.Context, d Delivery) context.Context {
+	return context.WithValue(ctx, deliveryKey{}, d)
+}

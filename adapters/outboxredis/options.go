@@ -1,0 +1,126 @@
+package outboxredis
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/gormoutbox/outbox"
+)
+
+// DefaultStream is the stream of events that have no Topic (and that the
+// stream function, if any, leaves unnamed), unless WithDefaultStream says
+// otherwise.
+const DefaultStream = "outbox"
+
+// Field names of a stream entry written by StreamPublisher.
+const (
+	// FieldEvent holds the envelope's CloudEvents 1.0 structured JSON.
+	FieldEvent = "event"
+	// FieldID holds the event id, for consumers that dedupe or filter
+	// without decoding the JSON.
+	FieldID = "id"
+	// FieldType holds the event type.
+	FieldType = "type"
+)
+
+// Option configures a StreamPublisher.
+type Option func(*pubConfig)
+
+type pubConfig struct {
+	source        string
+	defaultStream string
+	prefix        string
+	streamFunc    func(e *outbox.Envelope) string
+	maxLen        int64
+	producerID    string
+	logger        *slog.Logger
+	errs          []error
+}
+
+func (c *pubConfig) fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+}
+
+// WithSource sets the CloudEvents source of the events published, when
+// the envelope has none (default outbox.DefaultSource). It must not be
+// empty.
+func WithSource(source string) Option {
+	return func(c *pubConfig) {
+		if source == "" {
+			c.fail("empty source")
+		}
+		c.source = source
+	}
+}
+
+// WithDefaultStream sets the stream of events with no Topic (default
+// DefaultStream, "outbox"). It must not be empty. WithStreamPrefix
+// applies to it too.
+func WithDefaultStream(name string) Option {
+	return func(c *pubConfig) {
+		if name == "" {
+			c.fail("empty default stream")
+		}
+		c.defaultStream = name
+	}
+}
+
+// WithStreamPrefix puts prefix before every stream name, such as "app:"
+// to make "app:orders" of the topic "orders". The default is none.
+func WithStreamPrefix(prefix string) Option {
+	return func(c *pubConfig) { c.prefix = prefix }
+}
+
+// WithStreamFunc chooses the stream of each event with fn instead of its
+// Topic. An empty result means the default stream. The prefix of
+// WithStreamPrefix is added to fn's result.
+func WithStreamFunc(fn func(e *outbox.Envelope) string) Option {
+	return func(c *pubConfig) {
+		if fn == nil {
+			c.fail("nil stream function")
+		}
+		c.streamFunc = fn
+	}
+}
+
+// WithMaxLen trims every stream written to about n entries (XADD MAXLEN ~ n):
+// Redis trims whole macro nodes only, so a stream can hold somewhat more
+// than n entries, but never grows without bound. Zero (the default) keeps
+// everything. Keep n well above the consumers' backlog: an entry trimmed
+// before a consumer group read it is never delivered to that group.
+func WithMaxLen(n int64) Option {
+	return func(c *pubConfig) {
+		if n < 0 {
+			c.fail("max length %d is negative", n)
+		}
+		c.maxLen = n
+	}
+}
+
+// WithIdempotentProducer asks Redis to drop duplicate appends of one event
+// (XADD … IDMP producerID eventID), which Redis supports from version 8.6:
+// a relay that redelivers an event after a crash then appends it once.
+// The publisher asks the server its version the first time it publishes
+// and, on an older Redis, appends without IDMP. Consumers must dedupe by
+// event id regardless (see Idempotent): IDMP remembers ids for a limited
+// window only, and streams can be written by other producers.
+// producerID names this producer to Redis and must not be empty; use the
+// same one in every relay process of an application.
+func WithIdempotentProducer(producerID string) Option {
+	return func(c *pubConfig) {
+		if producerID == "" {
+			c.fail("empty idempotent producer id")
+		}
+		c.producerID = producerID
+	}
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *pubConfig) {
+		if l == nil {
+			c.fail("nil logger")
+		}
+		c.logger = l
+	}
+}

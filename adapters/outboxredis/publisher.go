@@ -1,0 +1,140 @@
+package outboxredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/relay"
+)
+
+// StreamPublisher appends outbox events to Redis Streams, one entry per
+// event. It implements relay.Publisher, relay.BatchPublisher (one pipeline
+// per batch) and relay.Validator. It is safe for concurrent use.
+type StreamPublisher struct {
+	rdb  redis.UniversalClient
+	cfg  pubConfig
+	log  *slog.Logger
+	idmp idmpProbe
+}
+
+var (
+	_ relay.BatchPublisher = (*StreamPublisher)(nil)
+	_ relay.Validator      = (*StreamPublisher)(nil)
+)
+
+// NewStreamPublisher returns a publisher that appends each event to a
+// stream of rdb: the event's Topic, or what WithStreamFunc chooses, or the
+// default stream, after the prefix of WithStreamPrefix. A bad option is
+// reported by Validate, which relay.New calls.
+func NewStreamPublisher(rdb redis.UniversalClient, opts ...Option) *StreamPublisher {
+	cfg := pubConfig{source: outbox.DefaultSource, defaultStream: DefaultStream}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if rdb == nil {
+		cfg.fail("nil redis client")
+	}
+	log := cfg.logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &StreamPublisher{rdb: rdb, cfg: cfg, log: log}
+}
+
+// Validate reports the first configuration errors (joined), each wrapping
+// ErrInvalidOption, or nil.
+func (p *StreamPublisher) Validate() error { return errors.Join(p.cfg.errs...) }
+
+// Stream returns the stream that e is appended to.
+func (p *StreamPublisher) Stream(e *outbox.Envelope) string {
+	name := e.Topic
+	if p.cfg.streamFunc != nil {
+		name = p.cfg.streamFunc(e)
+	}
+	if name == "" {
+		name = p.cfg.defaultStream
+	}
+	return p.cfg.prefix + name
+}
+
+// Publish appends e to its stream. It returns outbox.Unavailable(err) when
+// Redis cannot be reached (the relay then spends no attempt),
+// outbox.Permanent(err) when e cannot be encoded, and the error otherwise.
+func (p *StreamPublisher) Publish(ctx context.Context, e *outbox.Envelope) error {
+	args, err := p.args(e, p.useIDMP(ctx))
+	if err != nil {
+		return err
+	}
+	if err := p.rdb.XAdd(ctx, args).Err(); err != nil {
+		return classify(fmt.Errorf("outboxredis: XADD event %s to %s: %w", e.ID, args.Stream, err))
+	}
+	return nil
+}
+
+// PublishBatch appends the events in one pipeline (not a transaction) and
+// returns one result per event, in order, read from each XADD's own reply:
+// an entry can fail while the others are appended. Errors are classified
+// as in Publish.
+func (p *StreamPublisher) PublishBatch(ctx context.Context, es []*outbox.Envelope) []error {
+	errs := make([]error, len(es))
+	cmds := make([]*redis.StringCmd, len(es))
+	streams := make([]string, len(es))
+	idmp := p.useIDMP(ctx)
+	pipe := p.rdb.Pipeline()
+	queued := 0
+	for i, e := range es {
+		args, err := p.args(e, idmp)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		streams[i] = args.Stream
+		cmds[i] = pipe.XAdd(ctx, args)
+		queued++
+	}
+	if queued == 0 {
+		return errs
+	}
+	// Exec's error is the first command's error; each command carries its own.
+	_, _ = pipe.Exec(ctx)
+	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
+		if err := cmd.Err(); err != nil {
+			errs[i] = classify(fmt.Errorf("outboxredis: XADD event %s to %s: %w", es[i].ID, streams[i], err))
+		}
+	}
+	return errs
+}
+
+// args builds the XADD of e.
+func (p *StreamPublisher) args(e *outbox.Envelope, idmp bool) (*redis.XAddArgs, error) {
+	if e == nil {
+		return nil, outbox.Permanent(errors.New("outboxredis: nil envelope"))
+	}
+	env := *e
+	if env.Source == "" {
+		env.Source = p.cfg.source
+	}
+	body, err := env.MarshalJSON()
+	if err != nil {
+		return nil, outbox.Permanent(fmt.Errorf("outboxredis: encoding event %s: %w", e.ID, err))
+	}
+	a := &redis.XAddArgs{
+		Stream: p.Stream(e),
+		Values: []any{FieldEvent, body, FieldID, e.ID, FieldType, e.Type},
+	}
+	if p.cfg.maxLen > 0 {
+		a.MaxLen, a.Approx = p.cfg.maxLen, true
+	}
+	if idmp && e.ID != "" {
+		a.ProducerID, a.IdempotentID = p.cfg.producerID, e.ID
+	}
+	return a, nil
+}
