@@ -1,0 +1,19 @@
+package outboxasynq
+
+import "errors"
+
+// Sentinel errors. Every error of these kinds that the package returns
+// wraps one of them, so callers test with errors.Is.
+var (
+	// ErrInvalidOption is wrapped by the configuration errors that
+	// Publisher.Validate reports (and relay.New refuses): a nil client, a
+	// nil mapping function, a negative duration or retry count.
+	ErrInvalidOption = errors.New("outboxasynq: invalid option")
+
+	// ErrInvalidTask is wrapped when an event cannot become a task (no id,
+	// or a task type mapping that returns a blank name), in which case
+	// Publish returns it marked outbox.Permanent; and when a handler
+	// receives a task whose payload is not an outbox envelope, in which
+	// case the error also wraps asynq.SkipRetry and outbox.ErrInvalidEnvelope.
+	ErrInvalidTask = errors.New("outboxasynq: invalid task")
+)

@@ -1,0 +1,186 @@
+package outboxasynq
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/gormoutbox/outbox"
+)
+
+// DefaultRetention is how long asynq keeps a task after it succeeded,
+// unless WithRetention says otherwise.
+//
+// The Publisher makes the event id the asynq TaskID, so that a relay that
+// delivers an event again (after a crash or a lost lease, once the lease
+// expired) does not enqueue a second task: asynq refuses the id, and the
+// Publisher counts that as delivered. asynq enforces the id only while the
+// task exists in Redis, though: without retention a task that succeeded
+// frees its id at once, and a late redelivery would enqueue it again. A
+// day covers any realistic redelivery (a relay's lease and retry backoff
+// are seconds to minutes) at the cost of keeping each completed task, its
+// payload included, in Redis for that long: size Redis for a day of
+// events, or lower the retention.
+const DefaultRetention = 24 * time.Hour
+
+// Option configures a Publisher. Options are checked by
+// Publisher.Validate, which relay.New calls.
+type Option interface {
+	applyPublisher(*publisherConfig)
+}
+
+// HandlerOption configures Handler.
+type HandlerOption interface {
+	applyHandler(*handlerConfig)
+}
+
+// SharedOption configures both a Publisher and a Handler.
+type SharedOption interface {
+	Option
+	HandlerOption
+}
+
+type publisherConfig struct {
+	source    string
+	taskType  func(*outbox.Envelope) string
+	queue     func(*outbox.Envelope) string
+	maxRetry  int // -1: asynq's default
+	timeout   time.Duration
+	retention time.Duration
+	extra     func(*outbox.Envelope) []asynq.Option
+	logger    *slog.Logger
+	errs      []error
+}
+
+func defaultPublisherConfig() publisherConfig {
+	return publisherConfig{
+		source:    outbox.DefaultSource,
+		maxRetry:  -1,
+		retention: DefaultRetention,
+		logger:    slog.Default(),
+	}
+}
+
+func (c *publisherConfig) fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+}
+
+type publisherOption func(*publisherConfig)
+
+func (f publisherOption) applyPublisher(c *publisherConfig) { f(c) }
+
+// WithSource sets the CloudEvents source of the envelopes the Publisher
+// writes, when the envelope has none (default outbox.DefaultSource). It
+// must not be empty.
+func WithSource(source string) Option {
+	return publisherOption(func(c *publisherConfig) {
+		if source == "" {
+			c.fail("source is empty")
+		}
+		c.source = source
+	})
+}
+
+// WithTaskType maps an event to its asynq task type, which is what an
+// asynq.ServeMux routes on (default: the event's Type). The function must
+// be safe for concurrent use; a blank result makes Publish fail with
+// ErrInvalidTask, marked outbox.Permanent.
+func WithTaskType(f func(e *outbox.Envelope) string) Option {
+	return publisherOption(func(c *publisherConfig) {
+		if f == nil {
+			c.fail("task type function is nil")
+		}
+		c.taskType = f
+	})
+}
+
+// WithQueue maps an event to its asynq queue (default: the event's Topic,
+// or asynq's "default" queue when the Topic is empty; a blank result means
+// "default" too). It must be deterministic: asynq enforces TaskIDs per
+// queue, so an event redelivered into another queue would be enqueued
+// twice. It must be safe for concurrent use.
+func WithQueue(f func(e *outbox.Envelope) string) Option {
+	return publisherOption(func(c *publisherConfig) {
+		if f == nil {
+			c.fail("queue function is nil")
+		}
+		c.queue = f
+	})
+}
+
+// WithMaxRetry sets how many times asynq retries a failed task before it
+// archives it (default asynq's, 25). Zero means no retry.
+func WithMaxRetry(n int) Option {
+	return publisherOption(func(c *publisherConfig) {
+		if n < 0 {
+			c.fail("max retry %d is negative", n)
+		}
+		c.maxRetry = n
+	})
+}
+
+// WithTimeout sets how long a handler may process the task before asynq
+// cancels its context and retries it (default asynq's, 30 minutes). Zero
+// means asynq's default.
+func WithTimeout(d time.Duration) Option {
+	return publisherOption(func(c *publisherConfig) {
+		if d < 0 {
+			c.fail("timeout %v is negative", d)
+		}
+		c.timeout = d
+	})
+}
+
+// WithRetention sets how long asynq keeps a task after it succeeded
+// (default DefaultRetention, 24h), which is how long its TaskID keeps a
+// redelivered event from being enqueued again. Zero keeps nothing: a
+// redelivery after the task succeeded enqueues it again, so consumers must
+// deduplicate (see Idempotent), which they should do in any case.
+func WithRetention(d time.Duration) Option {
+	return publisherOption(func(c *publisherConfig) {
+		if d < 0 {
+			c.fail("retention %v is negative", d)
+		}
+		c.retention = d
+	})
+}
+
+// WithTaskOptions adds asynq options to each event's task, such as
+// asynq.ProcessIn, asynq.Deadline or asynq.Group. They are applied after
+// WithMaxRetry, WithTimeout and WithRetention, so they may override them,
+// but before the queue and the TaskID, which the Publisher always sets
+// itself. The function must be safe for concurrent use; it may return nil.
+func WithTaskOptions(f func(e *outbox.Envelope) []asynq.Option) Option {
+	return publisherOption(func(c *publisherConfig) {
+		if f == nil {
+			c.fail("task options function is nil")
+		}
+		c.extra = f
+	})
+}
+
+// loggerOption is both an Option and a HandlerOption.
+type loggerOption struct{ l *slog.Logger }
+
+func (o loggerOption) applyPublisher(c *publisherConfig) {
+	if o.l == nil {
+		c.fail("logger is nil")
+	}
+	c.logger = o.l
+}
+
+func (o loggerOption) applyHandler(c *handlerConfig) {
+	if o.l == nil {
+		panic("outboxasynq: WithLogger(nil)")
+	}
+	c.logger = o.l
+}
+
+// WithLogger sets the logger of a Publisher or a Handler (default
+// slog.Default()). The Publisher logs at debug level only (the relay
+// reports outcomes); Handler logs tasks it rejects as malformed at error
+// level. Payloads are never logged. A nil logger is reported by
+// Publisher.Validate, and makes Handler panic.
+func WithLogger(l *slog.Logger) SharedOption { return loggerOption{l} }

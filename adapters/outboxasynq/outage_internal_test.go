@@ -1,0 +1,89 @@
+package outboxasynq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gormoutbox/outbox"
+)
+
+func TestRedisDownClassification(t *testing.T) {
+	opErr := &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "refused"}}
+	down := []error{
+		// What asynq v0.26 returned in TestRedisOutageIsUnavailable and the
+		// probes it was written from: its Lua scripts flatten the error.
+		errors.New("UNKNOWN: redis eval error: EOF"),
+		errors.New("UNKNOWN: redis eval error: unexpected EOF"),
+		errors.New("UNKNOWN: redis eval error: context deadline exceeded"),
+		errors.New("UNKNOWN: redis eval error: redis: client is closed"),
+		errors.New("UNKNOWN: redis eval error: read tcp 127.0.0.1:5->127.0.0.1:6379: read: connection reset by peer"),
+		errors.New("UNKNOWN: redis eval error: write tcp 127.0.0.1:5->127.0.0.1:6379: write: broken pipe"),
+		errors.New("UNKNOWN: redis eval error: dial tcp 127.0.0.1:6379: connect: connection refused"),
+		errors.New("UNKNOWN: redis eval error: i/o timeout"),
+		errors.New("UNKNOWN: redis eval error: redis: connection pool timeout"),
+		errors.New("UNKNOWN: redis eval error: LOADING Redis is loading the dataset in memory"),
+		errors.New("UNKNOWN: redis eval error: READONLY You can't write against a read only replica."),
+		errors.New("UNKNOWN: redis eval error: OOM command not allowed when used memory > 'maxmemory'."),
+		errors.New("UNKNOWN: redis eval error: BUSY Redis is busy running a script."),
+		errors.New("UNKNOWN: redis eval error: NOAUTH Authentication required."),
+		errors.New("UNKNOWN: redis eval error: ERR max number of clients reached"),
+		// Typed: asynq keeps the chain of its SADD.
+		fmt.Errorf("UNKNOWN: redis command error: SADD failed: %w", opErr),
+		fmt.Errorf("x: %w", syscall.ECONNREFUSED),
+		fmt.Errorf("x: %w", io.EOF),
+		fmt.Errorf("x: %w", redis.ErrClosed),
+		fmt.Errorf("x: %w", redis.ErrPoolTimeout),
+		fmt.Errorf("x: %w", context.DeadlineExceeded),
+	}
+	for _, err := range down {
+		if !redisDown(context.Background(), err) {
+			t.Errorf("not classified as an outage: %v", err)
+		}
+	}
+	ordinary := []error{
+		errors.New("UNKNOWN: redis eval error: WRONGTYPE Operation against a key holding the wrong kind of value"),
+		errors.New("UNKNOWN: redis eval error: ERR Error running script (call to f_x): @user_script:1: oops"),
+		errors.New("INTERNAL_ERROR: unexpected return value from Lua script: foo"),
+		errors.New("task typename cannot be empty"),
+		errors.New("queue name must contain one or more characters"),
+		errors.New("UNKNOWN: redis eval error: ERR unknown command 'EVALSHA', reopen" /* mentions no outage */),
+		errors.New("the GEOFENCE type is unknown"), // EOF inside a word
+	}
+	for _, err := range ordinary {
+		if redisDown(context.Background(), err) {
+			t.Errorf("classified as an outage: %v", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if !redisDown(ctx, errors.New("anything")) {
+		t.Error("an error after the caller's context ended is not the event's fault")
+	}
+}
+
+func TestTaskQueueFallsBackToDefault(t *testing.T) {
+	for name, tc := range map[string]struct {
+		opts  []Option
+		topic string
+		want  string
+	}{
+		"topic":             {nil, "orders", "orders"},
+		"no topic":          {nil, "", DefaultQueue},
+		"mapped":            {[]Option{WithQueue(func(*outbox.Envelope) string { return "mapped" })}, "orders", "mapped"},
+		"mapped to nothing": {[]Option{WithQueue(func(*outbox.Envelope) string { return "" })}, "orders", DefaultQueue},
+		"mapped to a blank": {[]Option{WithQueue(func(*outbox.Envelope) string { return "  " })}, "orders", DefaultQueue},
+	} {
+		p := NewPublisher(nil, tc.opts...)
+		_, _, q, err := p.task(&outbox.Envelope{ID: "e", Type: "t", Topic: tc.topic})
+		if err != nil || q != tc.want {
+			t.Errorf("%s: queue %q, %v; want %q", name, q, err, tc.want)
+		}
+	}
+}
