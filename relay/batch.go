@@ -3,9 +3,11 @@ package relay
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gormoutbox/outbox"
 )
@@ -19,48 +21,69 @@ func (r *Relay) leaseMargin() time.Duration {
 // runBatch claims one batch, delivers it and records the outcomes. It
 // reports whether the publisher said it was unavailable.
 func (r *Relay) runBatch(ctx context.Context) (Result, bool, error) {
-	return r.runBatchWith(ctx, 0)
+	b, unavailable, err := r.claimAndDeliver(ctx, 0)
+	if err != nil || b == nil {
+		return Result{Claimed: 0}, unavailable, err
+	}
+	res, err := r.complete(b)
+	return res, unavailable, err
 }
 
-func (r *Relay) runBatchWith(ctx context.Context, unavailableDelay time.Duration) (res Result, unavailable bool, err error) {
+// batch is a claimed and delivered batch whose outcomes are not recorded yet.
+type batch struct {
+	ctx   context.Context // carries the batch span
+	span  trace.Span
+	start time.Time
+	outs  []outcome
+}
+
+// claimAndDeliver claims one batch and delivers it. It returns nil when
+// there was nothing to claim, and reports whether the publisher said it
+// was unavailable.
+func (r *Relay) claimAndDeliver(ctx context.Context, unavailableDelay time.Duration) (*batch, bool, error) {
 	if ctx.Err() != nil {
-		return res, false, nil
+		return nil, false, nil
 	}
 	start := time.Now()
 	rows, err := r.drv.claim(ctx, r.db, r.cfg.workerID, r.cfg.batchSize, r.cfg.lease)
 	if err != nil {
 		if ctx.Err() != nil {
-			return res, false, nil
+			return nil, false, nil
 		}
-		return res, false, fmt.Errorf("relay: claiming events: %w", err)
+		return nil, false, fmt.Errorf("relay: claiming events: %w", err)
 	}
-	res.Claimed = len(rows)
 	if len(rows) == 0 {
-		return res, false, nil
+		return nil, false, nil
+	}
+	if len(rows) == r.cfg.batchSize {
+		r.maybeAnalyze(ctx)
 	}
 	bctx, span := r.trace.batchSpan(ctx)
-	defer func() {
-		span.SetAttributes(attrClaimed.Int(res.Claimed))
-		endDelivery(span, err)
-	}()
+	span.SetAttributes(attrClaimed.Int(len(rows)))
 	r.inst.claimed.Add(ctx, int64(len(rows)), metric.WithAttributes(attrTable.String(r.table)))
-	deadline := start.Add(r.cfg.lease - r.leaseMargin())
 	if unavailableDelay <= 0 {
 		unavailableDelay = time.Second
 	}
-	outs := r.deliver(bctx, rows, deadline, unavailableDelay)
+	outs := r.deliver(bctx, rows, start.Add(r.cfg.lease-r.leaseMargin()), unavailableDelay)
+	unavailable := slices.ContainsFunc(outs, func(o outcome) bool { return o.kind == released && o.err != nil })
+	return &batch{ctx: bctx, span: span, start: start, outs: outs}, unavailable, nil
+}
 
-	// Record the outcomes even when ctx has ended: the batch in hand is
-	// finished, and what was not started is released.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(bctx), max(time.Until(start.Add(r.cfg.lease)), 5*time.Second))
+// complete records the outcomes of b in one statement, even when the
+// relay's context has ended (the batch in hand is finished), and accounts
+// for them: counts, metrics, logs, OnDead.
+func (r *Relay) complete(b *batch) (res Result, err error) {
+	defer func() { endDelivery(b.span, err) }()
+	res.Claimed = len(b.outs)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), max(time.Until(b.start.Add(r.cfg.lease)), 5*time.Second))
 	defer cancel()
-	applied, err := r.apply(cctx, outs, fenceMine)
+	applied, err := r.apply(cctx, b.outs, fenceMine)
 	if err != nil {
-		return res, false, fmt.Errorf("relay: recording the outcomes of %d events: %w", len(outs), err)
+		return res, fmt.Errorf("relay: recording the outcomes of %d events: %w", len(b.outs), err)
 	}
 	now := time.Now()
-	for i := range outs {
-		o := &outs[i]
+	for i := range b.outs {
+		o := &b.outs[i]
 		if !applied[i] {
 			res.Lost++
 			r.inst.lost.Add(cctx, 1, metric.WithAttributes(attrTable.String(r.table)))
@@ -81,14 +104,33 @@ func (r *Relay) runBatchWith(ctx context.Context, unavailableDelay time.Duration
 			r.died(cctx, o)
 		case released:
 			res.Released++
-			if o.err != nil {
-				unavailable = true
-			}
 		}
 	}
 	r.log.Debug("batch", "claimed", res.Claimed, "published", res.Published, "failed", res.Failed,
-		"dead", res.Dead, "released", res.Released, "lost", res.Lost, "duration", time.Since(start))
-	return res, unavailable, nil
+		"dead", res.Dead, "released", res.Released, "lost", res.Lost, "duration", time.Since(b.start))
+	return res, nil
+}
+
+// analyzeEvery is how often a busy relay refreshes the table's statistics.
+const analyzeEvery = time.Minute
+
+// maybeAnalyze refreshes the table's statistics in the background when
+// claims come back full (a backlog) and this relay has not done so for a
+// while.
+func (r *Relay) maybeAnalyze(ctx context.Context) {
+	if r.analyzeError.Load() || time.Since(time.Unix(0, r.lastAnalyze.Load())) < analyzeEvery || !r.analyzing.CompareAndSwap(false, true) {
+		return
+	}
+	r.lastAnalyze.Store(time.Now().UnixNano())
+	go func() {
+		defer r.analyzing.Store(false)
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := r.drv.analyze(actx, r.db); err != nil {
+			r.analyzeError.Store(true)
+			r.log.Debug("refreshing the table statistics failed; not trying again", "error", err)
+		}
+	}()
 }
 
 // died logs a dead letter and calls the OnDead callback.

@@ -29,6 +29,12 @@ type driver interface {
 	notify(db *gorm.DB)
 	// returning reports whether UPDATE … RETURNING is available.
 	returning() bool
+	// analyze refreshes the planner's statistics of the table, where the
+	// claim's plan depends on them; a no-op elsewhere.
+	analyze(ctx context.Context, db *gorm.DB) error
+	// concurrentWriters reports whether a batch's completion can run while
+	// the next batch is claimed (SQLite has a single writer).
+	concurrentWriters() bool
 }
 
 func newDriver(kind dialect.Kind, table string) driver {
@@ -137,6 +143,8 @@ func (d *mysqlDriver) claim(ctx context.Context, db *gorm.DB, worker string, lim
 
 func (d *mysqlDriver) wakeups(context.Context, *gorm.DB, *slog.Logger) <-chan struct{} { return nil }
 func (d *mysqlDriver) notify(*gorm.DB)                                                 {}
+func (d *mysqlDriver) analyze(context.Context, *gorm.DB) error                         { return nil }
+func (d *mysqlDriver) concurrentWriters() bool                                         { return true }
 func (d *mysqlDriver) returning() bool                                                 { return false }
 
 // sqliteDriver claims with one UPDATE … RETURNING: SQLite runs one writer
@@ -165,4 +173,6 @@ func (d *sqliteDriver) claim(ctx context.Context, db *gorm.DB, worker string, li
 
 func (d *sqliteDriver) wakeups(context.Context, *gorm.DB, *slog.Logger) <-chan struct{} { return nil }
 func (d *sqliteDriver) notify(*gorm.DB)                                                 {}
+func (d *sqliteDriver) analyze(context.Context, *gorm.DB) error                         { return nil }
+func (d *sqliteDriver) concurrentWriters() bool                                         { return false }
 func (d *sqliteDriver) returning() bool                                                 { return true }

@@ -10,12 +10,13 @@ import (
 
 // counters are the running totals a relay reports in its heartbeats.
 type counters struct {
-	claimed, published, failed, dead, lost atomic.Int64
+	claimed, published, failed, dead, released, lost atomic.Int64
 }
 
+// add counts the outcomes of r; claims are counted as they happen.
 func (c *counters) add(r Result) {
-	c.claimed.Add(int64(r.Claimed))
 	c.published.Add(int64(r.Published))
+	c.released.Add(int64(r.Released))
 	c.failed.Add(int64(r.Failed))
 	c.dead.Add(int64(r.Dead))
 	c.lost.Add(int64(r.Lost))

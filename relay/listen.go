@@ -12,7 +12,8 @@ import (
 	"gorm.io/gorm"
 )
 
-func (d *postgresDriver) returning() bool { return true }
+func (d *postgresDriver) returning() bool         { return true }
+func (d *postgresDriver) concurrentWriters() bool { return true }
 
 // wakeups LISTENs on the table's channel (the migration's trigger NOTIFYs
 // it when a transaction that inserted events commits) on a connection of
@@ -88,3 +89,12 @@ func (d *postgresDriver) listen(ctx context.Context, db *sql.DB, wake func()) er
 
 // notify wakes the relays listening on the table's channel.
 func (d *postgresDriver) notify(db *gorm.DB) { db.Exec("SELECT pg_notify(?, '')", d.table) }
+
+// analyze refreshes the table's statistics. An outbox table swings from
+// empty to a large backlog faster than autovacuum notices, and with the
+// statistics of an empty table the planner sorts the whole backlog for
+// every claim instead of reading the claim index in order. SKIP_LOCKED:
+// when another relay is analyzing, this one need not.
+func (d *postgresDriver) analyze(ctx context.Context, db *gorm.DB) error {
+	return db.WithContext(ctx).Exec(`ANALYZE (SKIP_LOCKED) "` + d.table + `"`).Error
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"gorm.io/gorm"
 
@@ -68,15 +69,6 @@ type Result struct {
 	Lost int
 }
 
-func (r *Result) add(o Result) {
-	r.Claimed += o.Claimed
-	r.Published += o.Published
-	r.Failed += o.Failed
-	r.Dead += o.Dead
-	r.Released += o.Released
-	r.Lost += o.Lost
-}
-
 // Relay claims committed outbox events and delivers them through a
 // Publisher, at least once. Run many relays against one database: claims
 // never overlap (SKIP LOCKED and conditional updates), leases expire when a
@@ -96,6 +88,10 @@ type Relay struct {
 
 	mu      sync.Mutex
 	running bool
+
+	analyzing    atomic.Bool
+	lastAnalyze  atomic.Int64 // unix nanoseconds
+	analyzeError atomic.Bool  // ANALYZE was refused once: stop trying
 }
 
 // New returns a Relay that delivers the events of db's outbox table (the

@@ -41,8 +41,28 @@ func (r *Relay) Start(ctx context.Context) error {
 	r.log.Info("relay started", "table", r.table, "batch_size", r.cfg.batchSize, "concurrency", r.cfg.concurrency,
 		"lease", r.cfg.lease, "poll_interval", r.cfg.pollInterval, "listen", wake != nil)
 
+	// Where the database takes concurrent writers, outcomes are recorded by
+	// a second goroutine, so that the next claim and delivery overlap the
+	// completion of the previous batch. The channel is unbuffered: at most
+	// one batch waits for its completion.
+	complete := func(b *batch) {
+		res, err := r.complete(b)
+		totals.add(res)
+		if err != nil {
+			r.log.Error("recording a batch's outcomes failed; its events will be delivered again once their lease expires", "error", err)
+		}
+	}
+	overlap := r.drv.concurrentWriters()
+	completions := make(chan *batch)
+	completed := make(chan struct{})
+	go func() {
+		defer close(completed)
+		for b := range completions {
+			complete(b)
+		}
+	}()
+
 	var (
-		total          Result
 		idle           = r.cfg.pollInterval
 		dbErrors       int
 		unavailable    int
@@ -68,21 +88,26 @@ func (r *Relay) Start(ctx context.Context) error {
 			nextRetention = now.Add(retentionEvery)
 		}
 
-		res, unavail, err := r.runBatchWith(ctx, backoffStep(unavailable+1))
-		total.add(res)
-		totals.add(res)
+		b, unavail, err := r.claimAndDeliver(ctx, backoffStep(unavailable+1))
+		if b != nil {
+			totals.claimed.Add(int64(len(b.outs)))
+			if overlap {
+				completions <- b
+			} else {
+				complete(b)
+			}
+		}
 		var wait time.Duration
 		switch {
 		case err != nil:
 			dbErrors++
 			wait = backoffStep(dbErrors)
-			r.log.Error("relay batch failed; backing off", "error", err, "retry_in", wait)
+			r.log.Error("claiming failed; backing off", "error", err, "retry_in", wait)
 		case unavail:
 			unavailable++
 			wait = backoffStep(unavailable)
-			r.log.Warn("publisher unavailable; events released without spending attempts, backing off",
-				"released", res.Released, "retry_in", wait)
-		case res.Claimed > 0:
+			r.log.Warn("publisher unavailable; events released without spending attempts, backing off", "retry_in", wait)
+		case b != nil:
 			dbErrors, unavailable = 0, 0
 			idle = min(50*time.Millisecond, r.cfg.pollInterval)
 			continue
@@ -95,10 +120,12 @@ func (r *Relay) Start(ctx context.Context) error {
 			break
 		}
 	}
+	close(completions)
+	<-completed
 	cancel()
 	<-beats
-	r.log.Info("relay stopped", "claimed", total.Claimed, "published", total.Published, "failed", total.Failed,
-		"dead", total.Dead, "released", total.Released, "lost", total.Lost)
+	r.log.Info("relay stopped", "claimed", totals.claimed.Load(), "published", totals.published.Load(),
+		"failed", totals.failed.Load(), "dead", totals.dead.Load(), "released", totals.released.Load(), "lost", totals.lost.Load())
 	return nil
 }
 

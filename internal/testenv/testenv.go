@@ -112,6 +112,10 @@ func OpenConfig(t testing.TB, dialect string, cfg *gorm.Config) *gorm.DB {
 	t.Cleanup(func() { _ = sqlDB.Close() })
 	if dialect == SQLite {
 		sqlDB.SetMaxOpenConns(4)
+	} else {
+		// database/sql keeps 2 idle connections by default: several relays
+		// and consumers on one pool would open a connection per statement.
+		sqlDB.SetMaxIdleConns(16)
 	}
 	return db
 }
