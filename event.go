@@ -68,6 +68,7 @@ type Event struct {
 // encodedEvent is an Event validated and converted to column values.
 type encodedEvent struct {
 	EventID       string
+	ownID         bool // EventID was set by the application: a dedupe key
 	Type          string
 	Version       int
 	TenantID      string
@@ -124,7 +125,8 @@ func (e *Event) encode(traceHeaders map[string]string) (encodedEvent, error) {
 	if out.Version == 0 {
 		out.Version = 1
 	}
-	if out.EventID == "" {
+	out.ownID = out.EventID != ""
+	if !out.ownID {
 		id, err := uuid.NewV7()
 		if err != nil {
 			return encodedEvent{}, fmt.Errorf("outbox: generating event id: %w", err)

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 )
 
@@ -223,7 +224,7 @@ func encodeAll(ctx context.Context, events []Event) ([]encodedEvent, error) {
 
 // traceHeaders returns the W3C trace context of ctx's current span, or nil.
 func traceHeaders(ctx context.Context) map[string]string {
-	if ctx == nil {
+	if ctx == nil || !trace.SpanContextFromContext(ctx).IsValid() {
 		return nil
 	}
 	c := propagation.MapCarrier{}

@@ -25,12 +25,13 @@ const (
 // writer writes encoded events through a transaction with as few
 // statements as it can: one per partition-key lock set, one per 500 rows.
 type writer struct {
-	kind     dialect.Kind
-	table    string
-	insert   string // "INSERT INTO t (columns) VALUES "
-	row      string // one row's placeholders, with %s for available_at
-	conflict string
-	lockID   int32 // PostgreSQL advisory-lock class of this table
+	kind       dialect.Kind
+	table      string
+	insert     string // "INSERT INTO t (columns) VALUES "
+	rowBound   string // one row's placeholders, available_at bound
+	rowDefault string // one row's placeholders, available_at by the database
+	conflict   string
+	lockID     int32 // PostgreSQL advisory-lock class of this table
 }
 
 func newWriter(kind dialect.Kind, table string) *writer {
@@ -43,12 +44,13 @@ func newWriter(kind dialect.Kind, table string) *writer {
 	h := fnv.New32a()
 	h.Write([]byte("gorm-outbox:" + table))
 	return &writer{
-		kind:     kind,
-		table:    table,
-		insert:   "INSERT INTO " + table + " (" + cols + ") VALUES ",
-		row:      row,
-		conflict: kind.InsertIgnore("event_id"),
-		lockID:   int32(h.Sum32()),
+		kind:       kind,
+		table:      table,
+		insert:     "INSERT INTO " + table + " (" + cols + ") VALUES ",
+		rowBound:   fmt.Sprintf(row, "?"),
+		rowDefault: fmt.Sprintf(row, "DEFAULT"),
+		conflict:   kind.InsertIgnore("event_id"),
+		lockID:     int32(h.Sum32()),
 	}
 }
 
@@ -81,7 +83,7 @@ func (w *writer) write(db *gorm.DB, events []encodedEvent) error {
 
 func (w *writer) insertRows(tx *gorm.DB, events []encodedEvent) (int64, error) {
 	var sb strings.Builder
-	sb.Grow(len(w.insert) + len(events)*(len(w.row)+2) + len(w.conflict))
+	sb.Grow(len(w.insert) + len(events)*(len(w.rowDefault)+2) + len(w.conflict))
 	sb.WriteString(w.insert)
 	args := make([]any, 0, len(events)*13)
 	now := time.Now()
@@ -94,19 +96,23 @@ func (w *writer) insertRows(tx *gorm.DB, events []encodedEvent) (int64, error) {
 			e.AggregateID, e.PartitionKey, e.Topic, nullBytes(e.Payload), nullString(e.Headers), e.MaxAttempts)
 		switch {
 		case e.AvailableAt != nil:
-			fmt.Fprintf(&sb, w.row, "?")
+			sb.WriteString(w.rowBound)
 			args = append(args, w.kind.Time(*e.AvailableAt))
 		case w.kind == dialect.SQLite:
-			fmt.Fprintf(&sb, w.row, "?")
+			sb.WriteString(w.rowBound)
 			args = append(args, w.kind.Time(now))
 		default:
-			fmt.Fprintf(&sb, w.row, "DEFAULT")
+			sb.WriteString(w.rowDefault)
 		}
 		if w.kind == dialect.SQLite {
 			args = append(args, w.kind.Time(now))
 		}
 	}
-	sb.WriteString(w.conflict)
+	// Generated ids (UUIDv7) cannot collide: only application-chosen ids,
+	// which are dedupe keys, need the conflict clause and its extra check.
+	if slices.ContainsFunc(events, func(e encodedEvent) bool { return e.ownID }) {
+		sb.WriteString(w.conflict)
+	}
 	res := tx.Exec(sb.String(), args...)
 	if res.Error != nil {
 		return 0, fmt.Errorf("outbox: writing %d event(s) to %s: %w", len(events), w.table, res.Error)
