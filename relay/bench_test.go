@@ -74,8 +74,8 @@ func drainRelay(b *testing.B, db *gorm.DB, relays, batch, n int) float64 {
 }
 
 // drainMinimal is the limit: workers that claim a batch with the simplest
-// statement the dialect allows, read what a delivery needs (id, event id,
-// type, payload, headers), and mark the batch published with another.
+// statement the dialect allows, read what a delivery needs (the columns of
+// an outbox.Envelope), and mark the batch published with another.
 func drainMinimal(b *testing.B, db *gorm.DB, workers, batch, n int) float64 {
 	var (
 		done  atomic.Int64
@@ -103,14 +103,24 @@ func drainMinimal(b *testing.B, db *gorm.DB, workers, batch, n int) float64 {
 	return float64(n) / time.Since(start).Seconds()
 }
 
-// minimalRow is what a delivery needs at the least.
+// minimalRow is what a delivery needs at the least: an Envelope's fields.
 type minimalRow struct {
-	ID      int64
-	EventID string
-	Type    string
-	Payload []byte
-	Headers []byte
+	ID            int64
+	EventID       string
+	Type          string
+	Version       int
+	TenantID      string
+	AggregateType string
+	AggregateID   string
+	PartitionKey  string
+	Topic         string
+	Payload       []byte
+	Headers       []byte
+	Attempts      int
+	CreatedAt     time.Time
 }
+
+const minimalColumns = "id, event_id, type, version, tenant_id, aggregate_type, aggregate_id, partition_key, topic, payload, headers, attempts, created_at"
 
 func claimMinimal(b *testing.B, db *gorm.DB, worker string, batch int) []int64 {
 	var rows []minimalRow
@@ -119,10 +129,10 @@ func claimMinimal(b *testing.B, db *gorm.DB, worker string, batch int) []int64 {
 	case "postgres":
 		err = db.Raw(`UPDATE outbox_events SET status = 'publishing', locked_by = ? WHERE id IN (
 			SELECT id FROM outbox_events WHERE status IN ('pending', 'failed') AND available_at <= now()
-			ORDER BY available_at, id LIMIT ? FOR UPDATE SKIP LOCKED) RETURNING id, event_id, type, payload, headers`, worker, batch).Scan(&rows).Error
+			ORDER BY available_at, id LIMIT ? FOR UPDATE SKIP LOCKED) RETURNING `+minimalColumns, worker, batch).Scan(&rows).Error
 	case "mysql":
 		err = db.Transaction(func(tx *gorm.DB) error {
-			if err := tx.Raw(`SELECT id, event_id, type, payload, headers FROM outbox_events WHERE status = 'pending' AND available_at <= UTC_TIMESTAMP(6)
+			if err := tx.Raw(`SELECT `+minimalColumns+` FROM outbox_events WHERE status = 'pending' AND available_at <= UTC_TIMESTAMP(6)
 				ORDER BY available_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, batch).Scan(&rows).Error; err != nil || len(rows) == 0 {
 				return err
 			}
@@ -131,7 +141,7 @@ func claimMinimal(b *testing.B, db *gorm.DB, worker string, batch int) []int64 {
 	default:
 		err = db.Raw(`UPDATE outbox_events SET status = 'publishing', locked_by = ? WHERE id IN (
 			SELECT id FROM outbox_events WHERE status IN ('pending', 'failed') AND available_at <= ?
-			ORDER BY available_at, id LIMIT ?) RETURNING id, event_id, type, payload, headers`, worker, time.Now().UTC().Format("2006-01-02 15:04:05.000000000+00:00"), batch).Scan(&rows).Error
+			ORDER BY available_at, id LIMIT ?) RETURNING `+minimalColumns, worker, time.Now().UTC().Format("2006-01-02 15:04:05.000000000+00:00"), batch).Scan(&rows).Error
 	}
 	if err != nil {
 		b.Error(err)
