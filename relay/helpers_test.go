@@ -3,9 +3,7 @@ package relay_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -29,16 +27,7 @@ func eachDB(t *testing.T, fn func(t *testing.T, db *gorm.DB)) {
 }
 
 // testLogger logs to the test output with OUTBOX_TEST_LOG=1, else nowhere.
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("OUTBOX_TEST_LOG") == "1" {
-		return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+func testLogger(t testing.TB) *slog.Logger { return testenv.Logger(t) }
 
 // newRelay builds a relay with test defaults and opts.
 func newRelay(t testing.TB, db *gorm.DB, pub relay.Publisher, opts ...relay.Option) *relay.Relay {

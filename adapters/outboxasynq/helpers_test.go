@@ -3,7 +3,6 @@ package outboxasynq_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -28,16 +27,7 @@ func must(t testing.TB, err error) {
 }
 
 // testLogger logs to the test output with OUTBOX_TEST_LOG=1, else nowhere.
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("OUTBOX_TEST_LOG") == "1" {
-		return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+func testLogger(t testing.TB) *slog.Logger { return testenv.Logger(t) }
 
 // newClient returns an asynq client of addr, closed when t ends.
 func newClient(t testing.TB, addr string) *asynq.Client {

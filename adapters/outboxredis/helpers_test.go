@@ -2,9 +2,7 @@ package outboxredis_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -27,16 +25,7 @@ func must(t testing.TB, err error) {
 }
 
 // testLogger logs to the test output with OUTBOX_TEST_LOG=1, else nowhere.
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("OUTBOX_TEST_LOG") == "1" {
-		return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+func testLogger(t testing.TB) *slog.Logger { return testenv.Logger(t) }
 
 // newRedis returns a client of the test Redis, closed when t ends.
 func newRedis(t testing.TB) *redis.Client {
