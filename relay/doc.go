@@ -29,7 +29,15 @@
 // locked by this relay, unexpired, and at the claim_version this relay
 // claimed (its fencing token). A relay that was paused past its lease
 // completes nothing: its outcomes are counted as lost and logged, and the
-// events are delivered again by whoever claims them next.
+// events are delivered again by whoever claims them next. On PostgreSQL
+// and MySQL, Start records a batch's outcomes while it claims and delivers
+// the next one (SQLite, with its single writer, does one after the other).
+//
+// On PostgreSQL, a relay whose claims come back full runs ANALYZE
+// (SKIP_LOCKED) on the table at most once a minute: an outbox swings from
+// empty to a large backlog faster than autovacuum notices, and with the
+// statistics of an empty table the planner would sort the whole backlog
+// for every claim. Without the privilege it stops trying.
 //
 // # Outcomes
 //
