@@ -57,7 +57,13 @@ func TestDedupeConcurrentWriters(t *testing.T) {
 			for range writers {
 				wg.Go(func() {
 					errs <- db.Transaction(func(tx *gorm.DB) error {
-						if err := tx.Create(&Order{Customer: "w"}).Error; err != nil { // a business write first
+						// A read first: under MySQL's REPEATABLE READ it fixes the
+						// transaction's snapshot before the other writers commit.
+						var n int64
+						if err := tx.Model(&Order{}).Count(&n).Error; err != nil {
+							return err
+						}
+						if err := tx.Create(&Order{Customer: "w"}).Error; err != nil { // a business write
 							return err
 						}
 						return outbox.Emit(tx, outbox.Event{ID: id, Type: "same", Payload: "x"})

@@ -84,8 +84,9 @@ func (OutboxEvent) TableName() string { return DefaultTableName }
 // Migrate creates the outbox tables and indexes on db if they do not exist,
 // by running the SQL files of package migrations for db's dialect, with the
 // table name of the Plugin installed on db (DefaultTableName without one).
-// It is idempotent; run it from one process at a time (a deploy step, or
-// Plugin.AutoMigrate on start).
+// It is idempotent and safe to run from several processes at once (replicas
+// starting with Plugin.AutoMigrate): on PostgreSQL it runs in one
+// transaction under an advisory lock, on SQLite in one transaction.
 func Migrate(db *gorm.DB) error {
 	table := DefaultTableName
 	if p, err := Lookup(db); err == nil {

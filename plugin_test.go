@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"gorm.io/driver/mysql"
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
@@ -61,4 +64,40 @@ func TestPluginRegisteredTwice(t *testing.T) {
 	if err := db.Use(&outbox.Plugin{}); err == nil {
 		t.Error("a second db.Use succeeded")
 	}
+}
+
+// Replicas that start together all migrate: none may fail.
+func TestConcurrentMigrate(t *testing.T) {
+	for _, d := range testenv.Dialects {
+		t.Run(d, func(t *testing.T) {
+			dsn := testenv.DSN(t, d)
+			dbs := make([]*gorm.DB, 4)
+			for i := range dbs { // opened one by one: SQLite switching a new file to WAL is not what is tested
+				db, err := gorm.Open(dialectorFor(d, dsn), testenv.Config())
+				must(t, err)
+				sqlDB, _ := db.DB()
+				t.Cleanup(func() { _ = sqlDB.Close() })
+				dbs[i] = db
+			}
+			errs := make(chan error, len(dbs))
+			for _, db := range dbs {
+				go func() { errs <- db.Use(&outbox.Plugin{AutoMigrate: true}) }()
+			}
+			for range dbs {
+				if err := <-errs; err != nil {
+					t.Errorf("concurrent migrate: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func dialectorFor(d, dsn string) gorm.Dialector {
+	switch d {
+	case testenv.Postgres:
+		return postgres.Open(dsn)
+	case testenv.MySQL:
+		return mysql.Open(dsn)
+	}
+	return sqlite.Open(dsn)
 }

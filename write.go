@@ -31,7 +31,8 @@ type writer struct {
 	rowBound   string // one row's placeholders, available_at bound
 	rowDefault string // one row's placeholders, available_at by the database
 	conflict   string
-	lockID     int32 // PostgreSQL advisory-lock class of this table
+	readLatest string // suffix of a SELECT that must see the latest committed rows
+	lockID     int32  // PostgreSQL advisory-lock class of this table
 }
 
 func newWriter(kind dialect.Kind, table string) *writer {
@@ -50,8 +51,23 @@ func newWriter(kind dialect.Kind, table string) *writer {
 		rowBound:   fmt.Sprintf(row, "?"),
 		rowDefault: fmt.Sprintf(row, "DEFAULT"),
 		conflict:   kind.InsertIgnore("event_id"),
+		readLatest: readLatest(kind),
 		lockID:     int32(h.Sum32()),
 	}
+}
+
+// readLatest makes the duplicate check see the row another transaction
+// committed under the same id. InnoDB's REPEATABLE READ would read the
+// transaction's snapshot, which may predate it; a shared locking read sees
+// the latest committed row (MariaDB has no FOR SHARE). PostgreSQL's READ
+// COMMITTED statement sees it already (and under REPEATABLE READ the
+// insert itself fails with a serialization error), and SQLite has one
+// writer.
+func readLatest(kind dialect.Kind) string {
+	if kind == dialect.MySQL {
+		return " LOCK IN SHARE MODE"
+	}
+	return ""
 }
 
 // write inserts events through db's connection, which must be in a
@@ -208,9 +224,8 @@ func (w *writer) checkDuplicates(tx *gorm.DB, events []encodedEvent) error {
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	var rows []storedEvent
-	err := tx.Table(w.table).
-		Select("event_id, type, version, tenant_id, aggregate_type, aggregate_id, partition_key, topic, payload, headers, max_attempts").
-		Where("event_id IN ?", ids).Find(&rows).Error
+	err := tx.Raw("SELECT event_id, type, version, tenant_id, aggregate_type, aggregate_id, partition_key, topic, payload, headers, max_attempts FROM "+
+		w.table+" WHERE event_id IN ?"+w.readLatest, ids).Scan(&rows).Error
 	if err != nil {
 		return fmt.Errorf("outbox: reading duplicate events: %w", err)
 	}
@@ -260,14 +275,18 @@ func differs(e *encodedEvent, s *storedEvent) string {
 }
 
 func sameHeaders(a, b []byte) bool {
-	decode := func(b []byte) map[string]string {
+	decode := func(b []byte) (map[string]string, bool) {
 		m := map[string]string{}
-		_ = json.Unmarshal(b, &m)
+		if len(b) > 0 && json.Unmarshal(b, &m) != nil {
+			return nil, false
+		}
 		delete(m, "traceparent")
 		delete(m, "tracestate")
-		return m
+		return m, true
 	}
-	return maps.Equal(decode(a), decode(b))
+	ma, okA := decode(a)
+	mb, okB := decode(b)
+	return okA && okB && maps.Equal(ma, mb)
 }
 
 func nullBytes(b []byte) any {

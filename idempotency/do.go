@@ -69,7 +69,8 @@ func SideEffectJSON[T any](ctx context.Context, s *Store, effectKey string, fn f
 // first to commit (then skips) or roll back (then runs). On MySQL the
 // first concurrent callers of a new key can get InnoDB's deadlock error
 // 1213; retry as with any deadlock. A key held by a running Do or
-// SideEffect makes DoTx return ErrInProgress.
+// SideEffect makes DoTx return ErrInProgress, until that holder's lease
+// has expired (it died): then DoTx takes the key over.
 func (s *Store) DoTx(ctx context.Context, key string, fn func(tx *gorm.DB) error) error {
 	if err := checkKey(key); err != nil {
 		return err
@@ -95,6 +96,21 @@ func (s *Store) DoTx(ctx context.Context, key string, fn func(tx *gorm.DB) error
 			return fmt.Errorf("%w: %q", ErrInProgress, key)
 		case st.Status == "succeeded":
 			return nil
+		case st.Expired:
+			// A Do whose holder died: take the key over in this transaction.
+			b := s.kind.NewBuilder()
+			b.Add("UPDATE " + s.table + " SET status = 'succeeded', token = '', locked_until = NULL, expires_at = ")
+			b.NowPlus(s.ttl)
+			b.Add(" WHERE idempotency_key = ? AND status = 'running' AND locked_until <= ", key)
+			b.Now()
+			res := tx.Exec(b.SQL(), b.Args()...)
+			if res.Error != nil {
+				return fmt.Errorf("idempotency: taking over %q: %w", key, res.Error)
+			}
+			if res.RowsAffected == 1 {
+				return fn(tx)
+			}
+			return fmt.Errorf("%w: %q", ErrInProgress, key)
 		default:
 			return fmt.Errorf("%w: %q", ErrInProgress, key)
 		}

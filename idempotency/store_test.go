@@ -125,6 +125,9 @@ func TestDoTakesOverAfterTheLease(t *testing.T) {
 		if !errors.Is(err, idempotency.ErrInProgress) {
 			t.Fatalf("err = %v, want ErrInProgress while the lease runs", err)
 		}
+		if err := s.DoTx(t.Context(), "dead-holder", func(*gorm.DB) error { return nil }); !errors.Is(err, idempotency.ErrInProgress) {
+			t.Fatalf("DoTx: err = %v, want ErrInProgress while the lease runs", err)
+		}
 		// Expire the lease (instead of waiting for it).
 		must(t, db.Exec("UPDATE outbox_idempotency SET locked_until = ? WHERE idempotency_key = ?", past(db), "dead-holder").Error)
 		ran := false
@@ -132,6 +135,23 @@ func TestDoTakesOverAfterTheLease(t *testing.T) {
 		if !ran {
 			t.Error("fn did not run after the holder's lease expired")
 		}
+
+		// DoTx takes over from a dead holder too.
+		started2 := make(chan struct{})
+		go func() {
+			_ = s.Do(context.WithoutCancel(t.Context()), "dead-holder-2", func(context.Context) error {
+				close(started2)
+				select {}
+			})
+		}()
+		<-started2
+		must(t, db.Exec("UPDATE outbox_idempotency SET locked_until = ? WHERE idempotency_key = ?", past(db), "dead-holder-2").Error)
+		ranTx := false
+		must(t, s.DoTx(t.Context(), "dead-holder-2", func(*gorm.DB) error { ranTx = true; return nil }))
+		if !ranTx {
+			t.Error("DoTx did not run after the holder's lease expired")
+		}
+		must(t, s.Do(t.Context(), "dead-holder-2", func(context.Context) error { t.Error("ran again after DoTx"); return nil }))
 	}, idempotency.WithLease(time.Minute))
 }
 

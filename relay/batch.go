@@ -21,12 +21,20 @@ func (r *Relay) leaseMargin() time.Duration {
 // runBatch claims one batch, delivers it and records the outcomes. It
 // reports whether the publisher said it was unavailable.
 func (r *Relay) runBatch(ctx context.Context) (Result, bool, error) {
-	b, unavailable, err := r.claimAndDeliver(ctx, 0)
-	if err != nil || b == nil {
-		return Result{Claimed: 0}, unavailable, err
+	c := r.claimBatch(ctx)
+	if c.err != nil || len(c.rows) == 0 {
+		return Result{}, false, c.err
 	}
+	b, unavailable := r.deliverBatch(ctx, c, 0)
 	res, err := r.complete(b)
 	return res, unavailable, err
+}
+
+// claimed is the result of one claim.
+type claimed struct {
+	rows  []outbox.OutboxEvent
+	start time.Time // before the claim: the lease runs from here at the latest
+	err   error
 }
 
 // batch is a claimed and delivered batch whose outcomes are not recorded yet.
@@ -37,36 +45,51 @@ type batch struct {
 	outs  []outcome
 }
 
-// claimAndDeliver claims one batch and delivers it. It returns nil when
-// there was nothing to claim, and reports whether the publisher said it
-// was unavailable.
-func (r *Relay) claimAndDeliver(ctx context.Context, unavailableDelay time.Duration) (*batch, bool, error) {
+// claimBatch claims up to a batch of events. An error of a claim cut short
+// by the end of ctx is not reported: nothing was claimed.
+func (r *Relay) claimBatch(ctx context.Context) claimed {
 	if ctx.Err() != nil {
-		return nil, false, nil
+		return claimed{}
 	}
 	start := time.Now()
 	rows, err := r.drv.claim(ctx, r.db, r.cfg.workerID, r.cfg.batchSize, r.cfg.lease)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, false, nil
+			return claimed{}
 		}
-		return nil, false, fmt.Errorf("relay: claiming events: %w", err)
+		return claimed{err: fmt.Errorf("relay: claiming events: %w", err)}
 	}
-	if len(rows) == 0 {
-		return nil, false, nil
+	if len(rows) > 0 {
+		r.inst.claimed.Add(ctx, int64(len(rows)), metric.WithAttributes(attrTable.String(r.table)))
 	}
 	if len(rows) == r.cfg.batchSize {
 		r.maybeAnalyze(ctx)
 	}
+	return claimed{rows: rows, start: start}
+}
+
+// deliverBatch delivers a claimed batch and reports whether the publisher
+// said it was unavailable.
+func (r *Relay) deliverBatch(ctx context.Context, c claimed, unavailableDelay time.Duration) (*batch, bool) {
 	bctx, span := r.trace.batchSpan(ctx)
-	span.SetAttributes(attrClaimed.Int(len(rows)))
-	r.inst.claimed.Add(ctx, int64(len(rows)), metric.WithAttributes(attrTable.String(r.table)))
+	span.SetAttributes(attrClaimed.Int(len(c.rows)))
 	if unavailableDelay <= 0 {
 		unavailableDelay = time.Second
 	}
-	outs := r.deliver(bctx, rows, start.Add(r.cfg.lease-r.leaseMargin()), unavailableDelay)
+	outs := r.deliver(bctx, c.rows, c.start.Add(r.cfg.lease-r.leaseMargin()), unavailableDelay)
 	unavailable := slices.ContainsFunc(outs, func(o outcome) bool { return o.kind == released && o.err != nil })
-	return &batch{ctx: bctx, span: span, start: start, outs: outs}, unavailable, nil
+	return &batch{ctx: bctx, span: span, start: c.start, outs: outs}, unavailable
+}
+
+// releaseBatch hands a claimed batch back undelivered, without spending
+// attempts, claimable again after delay.
+func (r *Relay) releaseBatch(ctx context.Context, c claimed, delay time.Duration) *batch {
+	bctx, span := r.trace.batchSpan(ctx)
+	outs := make([]outcome, len(c.rows))
+	for i := range c.rows {
+		outs[i] = outcome{row: &c.rows[i], kind: released, delay: delay}
+	}
+	return &batch{ctx: bctx, span: span, start: c.start, outs: outs}
 }
 
 // complete records the outcomes of b in one statement, even when the
@@ -122,15 +145,15 @@ func (r *Relay) maybeAnalyze(ctx context.Context) {
 		return
 	}
 	r.lastAnalyze.Store(time.Now().UnixNano())
-	go func() {
+	r.background.Go(func() {
 		defer r.analyzing.Store(false)
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		if err := r.drv.analyze(actx, r.db); err != nil {
+		if err := r.drv.analyze(actx, r.db); err != nil && ctx.Err() == nil {
 			r.analyzeError.Store(true)
 			r.log.Debug("refreshing the table statistics failed; not trying again", "error", err)
 		}
-	}()
+	})
 }
 
 // died logs a dead letter and calls the OnDead callback.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/internal/dialect"
 )
@@ -151,12 +153,18 @@ func (r *Relay) apply(ctx context.Context, outs []outcome, f fence) ([]bool, err
 	if len(outs) == 0 {
 		return applied, nil
 	}
-	sql, args := r.completion(outs, f)
 	db := r.db.WithContext(ctx)
 	pos := make(map[int64]int, len(outs))
 	for i := range outs {
 		pos[outs[i].row.ID] = i
 	}
+	if !r.drv.returning() && f == fenceExpired {
+		// Several relays may rescue the same rows at once, and without
+		// RETURNING a row's state afterwards cannot tell who changed it:
+		// lock the rows that pass the fence, then update exactly those.
+		return r.applyLocked(ctx, outs, f, pos)
+	}
+	sql, args := r.completion(outs, f)
 	if r.drv.returning() {
 		var ids []int64
 		if err := db.Raw(sql+" RETURNING id", args...).Scan(&ids).Error; err != nil {
@@ -178,9 +186,10 @@ func (r *Relay) apply(ctx context.Context, outs []outcome, f fence) ([]bool, err
 		return applied, nil
 	}
 	// Some were refused: tell which by their state now. A row this update
-	// changed left publishing with the claim_version it expected (plus one
-	// for a rescue); a refused one was rescued or claimed since, which
-	// bumped its claim_version, or is still publishing.
+	// changed left publishing with the claim_version this relay claimed it
+	// with; only this relay holds that claim, so nobody else can have put
+	// the row in that state. A refused row was rescued or claimed since,
+	// which bumped its claim_version.
 	var now []struct {
 		ID           int64
 		ClaimVersion int64
@@ -195,11 +204,7 @@ func (r *Relay) apply(ctx context.Context, outs []outcome, f fence) ([]bool, err
 	}
 	for _, row := range now {
 		i := pos[row.ID]
-		want := outs[i].row.ClaimVersion
-		if f == fenceExpired {
-			want++
-		}
-		applied[i] = row.ClaimVersion == want && row.Status == statusAfter(&outs[i])
+		applied[i] = row.ClaimVersion == outs[i].row.ClaimVersion && row.Status == statusAfter(&outs[i])
 	}
 	return applied, nil
 }
@@ -264,4 +269,36 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// applyLocked records outs in a transaction that first locks the rows that
+// pass the fence: it knows exactly which outcomes it applied.
+func (r *Relay) applyLocked(ctx context.Context, outs []outcome, f fence, pos map[int64]int) ([]bool, error) {
+	applied := make([]bool, len(outs))
+	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		b := r.kind.NewBuilder()
+		b.Add("SELECT id FROM " + r.table)
+		r.fenceClause(b, outs, f)
+		b.Add(" FOR UPDATE")
+		var ids []int64
+		if err := tx.Raw(b.SQL(), b.Args()...).Scan(&ids).Error; err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		held := make([]outcome, 0, len(ids))
+		for _, id := range ids {
+			held = append(held, outs[pos[id]])
+		}
+		sql, args := r.completion(held, f)
+		if err := tx.Exec(sql, args...).Error; err != nil {
+			return err
+		}
+		for _, id := range ids {
+			applied[pos[id]] = true
+		}
+		return nil
+	})
+	return applied, err
 }

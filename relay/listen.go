@@ -25,7 +25,7 @@ func (d *postgresDriver) wakeups(ctx context.Context, db *gorm.DB, log *slog.Log
 	sqlDB, err := db.DB()
 	if err != nil {
 		log.Warn("LISTEN unavailable, polling", slog.Any("error", err))
-		return nil
+		return nil // a nil channel never fires
 	}
 	ch := make(chan struct{}, 1)
 	wake := func() {
@@ -43,7 +43,9 @@ func (d *postgresDriver) wakeups(ctx context.Context, db *gorm.DB, log *slog.Log
 				return
 			}
 			if errors.Is(err, errNotPgx) {
-				log.Warn("LISTEN unavailable: the connection is not pgx; polling")
+				// Keep the channel open (closed means ctx ended): poll.
+				log.Warn("LISTEN unavailable: the pool's connections are not pgx (a wrapped driver?); polling")
+				<-ctx.Done()
 				return
 			}
 			log.Warn("LISTEN connection lost; polling until it is back", slog.Any("error", err), slog.Duration("retry_in", pause))

@@ -31,13 +31,16 @@ const (
 
 // instruments are the relay's metrics.
 type instruments struct {
+	meter                                            metric.Meter
 	claimed, published, failed, dead, released, lost metric.Int64Counter
 	publishDuration, lag                             metric.Float64Histogram
+	pending                                          metric.Int64ObservableGauge
+	oldest                                           metric.Float64ObservableGauge
 }
 
-func newInstruments(mp metric.MeterProvider, table string, stats func(context.Context) (*Stats, error)) (*instruments, error) {
+func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	m := mp.Meter(instrumentationName)
-	in := &instruments{}
+	in := &instruments{meter: m}
 	var err error
 	counter := func(name, desc string) metric.Int64Counter {
 		if err != nil {
@@ -66,30 +69,33 @@ func newInstruments(mp metric.MeterProvider, table string, stats func(context.Co
 		return nil, err
 	}
 
-	// Gauges of the table, read when the metrics are collected.
-	pending, err := m.Int64ObservableGauge("outbox.events.pending", metric.WithUnit("{event}"),
-		metric.WithDescription("Events waiting for delivery (pending or failed awaiting retry)."))
-	if err != nil {
+	// Gauges of the table, observed while the relay runs (observeTable).
+	if in.pending, err = m.Int64ObservableGauge("outbox.events.pending", metric.WithUnit("{event}"),
+		metric.WithDescription("Events waiting for delivery (pending or failed awaiting retry).")); err != nil {
 		return nil, err
 	}
-	oldest, err := m.Float64ObservableGauge("outbox.events.oldest_pending_age", metric.WithUnit("s"),
-		metric.WithDescription("How long the oldest deliverable pending event has waited."))
-	if err != nil {
+	if in.oldest, err = m.Float64ObservableGauge("outbox.events.oldest_pending_age", metric.WithUnit("s"),
+		metric.WithDescription("How long the oldest deliverable pending event has waited.")); err != nil {
 		return nil, err
 	}
+	return in, nil
+}
+
+// observeTable registers the callback that reads the table's gauges when
+// the metrics are collected; unregister it when the relay stops.
+func (in *instruments) observeTable(table string, stats func(context.Context) (*Stats, error)) (metric.Registration, error) {
 	set := metric.WithAttributes(attrTable.String(table))
-	_, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+	return in.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		s, err := stats(ctx)
 		if err != nil {
 			return err
 		}
-		o.ObserveInt64(pending, s.Counts[outbox.StatusPending]+s.Counts[outbox.StatusFailed], set)
-		o.ObserveFloat64(oldest, s.OldestPendingAge.Seconds(), set)
+		o.ObserveInt64(in.pending, s.Counts[outbox.StatusPending]+s.Counts[outbox.StatusFailed], set)
+		o.ObserveFloat64(in.oldest, s.OldestPendingAge.Seconds(), set)
 		return nil
-	}, pending, oldest)
-	return in, err
+	}, in.pending, in.oldest)
 }
 
 // record counts one recorded outcome.

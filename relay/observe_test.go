@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -95,15 +96,33 @@ func TestMetrics(t *testing.T) {
 				t.Errorf("%s has no observations: %+v", name, m[name])
 			}
 		}
-		pending, ok := m["outbox.events.pending"].Data.(metricdata.Gauge[int64])
-		if !ok || len(pending.DataPoints) == 0 {
-			t.Fatalf("no pending gauge: %+v", m["outbox.events.pending"])
+		if _, ok := m["outbox.events.pending"]; ok {
+			t.Errorf("table gauges reported although no relay runs")
 		}
-		if pending.DataPoints[0].Value != 0 {
-			t.Errorf("pending gauge = %d, want 0 after the drain", pending.DataPoints[0].Value)
+
+		// The table gauges are observed while a relay runs.
+		emitN(t, db, 3, func(i int) outbox.Event { return outbox.Event{ID: fmt.Sprint("later-", i), Type: "t", AvailableAt: time.Now().Add(time.Hour)} })
+		ctx, cancel := context.WithCancel(t.Context())
+		running := make(chan error, 1)
+		go func() { running <- newRelay(t, db, newRecorder(), relay.WithMeterProvider(mp)).Start(ctx) }()
+		var pending metricdata.Gauge[int64]
+		for deadline := time.Now().Add(10 * time.Second); len(pending.DataPoints) == 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("no pending gauge while the relay runs")
+			}
+			time.Sleep(20 * time.Millisecond)
+			pending, _ = metricsOf(t, reader)["outbox.events.pending"].Data.(metricdata.Gauge[int64])
 		}
-		if _, ok := m["outbox.events.oldest_pending_age"].Data.(metricdata.Gauge[float64]); !ok {
+		if pending.DataPoints[0].Value != 3 {
+			t.Errorf("pending gauge = %d, want the 3 scheduled events", pending.DataPoints[0].Value)
+		}
+		if _, ok := metricsOf(t, reader)["outbox.events.oldest_pending_age"].Data.(metricdata.Gauge[float64]); !ok {
 			t.Errorf("no oldest pending age gauge")
+		}
+		cancel()
+		must(t, <-running)
+		if _, ok := metricsOf(t, reader)["outbox.events.pending"]; ok {
+			t.Errorf("table gauges still reported after the relay stopped")
 		}
 	})
 }

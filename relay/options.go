@@ -167,7 +167,9 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithOnDead sets a function called once for each event the relay marks
-// dead, after the mark has committed, with the reason. Use it to alert.
+// dead, after the mark has committed, with the reason. Use it to alert. It
+// may be called from several goroutines at once (deliveries and lease
+// rescues), so it must be safe for concurrent use.
 func WithOnDead(f func(ctx context.Context, e *outbox.Envelope, reason error)) Option {
 	return func(c *config) { c.onDead = f }
 }

@@ -89,6 +89,7 @@ type Relay struct {
 	mu      sync.Mutex
 	running bool
 
+	background   sync.WaitGroup // goroutines Start and RunOnce wait for
 	analyzing    atomic.Bool
 	lastAnalyze  atomic.Int64 // unix nanoseconds
 	analyzeError atomic.Bool  // ANALYZE was refused once: stop trying
@@ -146,7 +147,7 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 	r.batchPub, _ = pub.(BatchPublisher)
 	mp, tp := defaultProviders(cfg.meter, cfg.tracer)
 	r.trace = &tracing{tracer: tp.Tracer(instrumentationName), relay: cfg.workerID, table: table}
-	if r.inst, err = newInstruments(mp, table, func(ctx context.Context) (*Stats, error) { return r.stats(ctx) }); err != nil {
+	if r.inst, err = newInstruments(mp); err != nil {
 		return nil, fmt.Errorf("relay: creating metrics: %w", err)
 	}
 	return r, nil
@@ -188,6 +189,7 @@ func (r *Relay) RunOnce(ctx context.Context) (Result, error) {
 		return Result{}, err
 	}
 	defer r.release()
+	defer r.background.Wait()
 	if _, err := r.rescue(ctx); err != nil {
 		return Result{}, err
 	}

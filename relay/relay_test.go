@@ -32,7 +32,15 @@ func TestRunOnceDelivers(t *testing.T) {
 		if countStatus(t, db, outbox.StatusPublished) != 150 {
 			t.Fatal("not all published")
 		}
-		e := pub.deliveries[0]
+		var e *outbox.Envelope
+		for _, d := range pub.deliveries { // deliveries run concurrently: find the first event
+			if d.ID == "ev-000000" {
+				e = d
+			}
+		}
+		if e == nil {
+			t.Fatal("ev-000000 was not delivered")
+		}
 		var p map[string]int
 		must(t, json.Unmarshal(e.Payload, &p))
 		if e.ID != "ev-000000" || e.Type != "test.event" || e.Attempt != 1 || e.Version != 1 || p["i"] != 0 || e.CreatedAt.IsZero() {

@@ -7,15 +7,21 @@ import (
 	"github.com/gormoutbox/outbox/internal/dialect"
 )
 
-// cleanupBatch is how many rows one retention DELETE removes.
-const cleanupBatch = 1000
+// cleanupBatch is how many rows one retention DELETE removes, and
+// cleanupBatches how many DELETEs one cleanup runs before the relay goes
+// back to delivering.
+const (
+	cleanupBatch   = 1000
+	cleanupBatches = 10
+)
 
 // cleanup deletes published events older than the retention, in batches of
-// cleanupBatch, stopping after a few batches or when ctx ends so that it
-// never holds the relay long. It returns how many it deleted. On MySQL it
-// also prunes the partition-key lock rows not used for a day.
+// cleanupBatch, stopping after cleanupBatches or when ctx ends so that it
+// never holds the relay long; Start calls it again at once while it keeps
+// deleting that many. It returns how many it deleted. On MySQL it also
+// prunes the partition-key lock rows not used for a day.
 func (r *Relay) cleanup(ctx context.Context) (int64, error) {
-	n, err := deletePublished(ctx, r.db, r.kind, r.table, r.cfg.retention, 10)
+	n, err := deletePublished(ctx, r.db, r.kind, r.table, r.cfg.retention, cleanupBatches)
 	if err != nil {
 		return n, err
 	}

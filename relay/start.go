@@ -31,6 +31,11 @@ func (r *Relay) Start(ctx context.Context) error {
 	if r.cfg.listen {
 		wake = r.drv.wakeups(lctx, r.db, r.log)
 	}
+	if reg, err := r.inst.observeTable(r.table, r.stats); err != nil {
+		r.log.Warn("the table gauges are not reported", "error", err)
+	} else {
+		defer func() { _ = reg.Unregister() }()
+	}
 	totals := &counters{}
 	beats := make(chan struct{})
 	if r.cfg.heartbeat > 0 {
@@ -61,6 +66,46 @@ func (r *Relay) Start(ctx context.Context) error {
 			complete(b)
 		}
 	}()
+	record := func(b *batch) {
+		if overlap {
+			completions <- b
+		} else {
+			complete(b)
+		}
+	}
+
+	// The batch claimed ahead, if any. A batch that waited for more than
+	// half its lease (a slow delivery before it) is released rather than
+	// delivered with little of its lease left.
+	var ahead chan claimed
+	claimAhead := func() {
+		ahead = make(chan claimed, 1)
+		go func(ch chan<- claimed) { ch <- r.claimBatch(ctx) }(ahead)
+	}
+	takeAhead := func() claimed {
+		if ahead == nil {
+			return claimed{}
+		}
+		c := <-ahead
+		ahead = nil
+		if len(c.rows) > 0 && (ctx.Err() != nil || time.Since(c.start) > r.cfg.lease/2) {
+			totals.claimed.Add(int64(len(c.rows)))
+			record(r.releaseBatch(ctx, c, 0))
+			return claimed{}
+		}
+		return c
+	}
+	releaseAhead := func(delay time.Duration) {
+		if ahead == nil {
+			return
+		}
+		c := <-ahead
+		ahead = nil
+		if len(c.rows) > 0 {
+			totals.claimed.Add(int64(len(c.rows)))
+			record(r.releaseBatch(ctx, c, delay))
+		}
+	}
 
 	var (
 		idle           = r.cfg.pollInterval
@@ -79,30 +124,47 @@ func (r *Relay) Start(ctx context.Context) error {
 			nextRescue = now.Add(rescueEvery)
 		}
 		if now := time.Now(); r.cfg.retention > 0 && !now.Before(nextRetention) {
-			if _, err := r.cleanup(ctx); err != nil && ctx.Err() == nil {
+			n, err := r.cleanup(ctx)
+			if err != nil && ctx.Err() == nil {
 				r.log.Error("retention failed", "error", err)
 			}
 			if err := r.pruneRelays(ctx); err != nil && ctx.Err() == nil {
 				r.log.Debug("pruning old heartbeats failed", "error", err)
 			}
 			nextRetention = now.Add(retentionEvery)
+			if n >= cleanupBatch*cleanupBatches {
+				nextRetention = now // a backlog of expired rows: go on after the next batch
+			}
 		}
 
-		b, unavail, err := r.claimAndDeliver(ctx, backoffStep(unavailable+1))
-		if b != nil {
-			totals.claimed.Add(int64(len(b.outs)))
-			if overlap {
-				completions <- b
-			} else {
-				complete(b)
+		// While a backlog lasts, the next batch is claimed while this one
+		// is delivered (where the database takes concurrent writers).
+		c := takeAhead()
+		if c.err == nil && len(c.rows) == 0 {
+			c = r.claimBatch(ctx)
+		}
+		if overlap && unavailable == 0 && len(c.rows) == r.cfg.batchSize {
+			claimAhead()
+		}
+		var (
+			b       *batch
+			unavail bool
+		)
+		if len(c.rows) > 0 {
+			totals.claimed.Add(int64(len(c.rows)))
+			b, unavail = r.deliverBatch(ctx, c, backoffStep(unavailable+1))
+			record(b)
+			if unavail {
+				// The transport is down: do not deliver the batch claimed ahead.
+				releaseAhead(backoffStep(unavailable + 1))
 			}
 		}
 		var wait time.Duration
 		switch {
-		case err != nil:
+		case c.err != nil:
 			dbErrors++
 			wait = backoffStep(dbErrors)
-			r.log.Error("claiming failed; backing off", "error", err, "retry_in", wait)
+			r.log.Error("claiming failed; backing off", "error", c.err, "retry_in", wait)
 		case unavail:
 			unavailable++
 			wait = backoffStep(unavailable)
@@ -120,10 +182,16 @@ func (r *Relay) Start(ctx context.Context) error {
 			break
 		}
 	}
+	releaseAhead(0)
 	close(completions)
 	<-completed
 	cancel()
 	<-beats
+	if wake != nil {
+		for range wake { // until the LISTEN goroutine has stopped
+		}
+	}
+	r.background.Wait()
 	r.log.Info("relay stopped", "claimed", totals.claimed.Load(), "published", totals.published.Load(),
 		"failed", totals.failed.Load(), "dead", totals.dead.Load(), "released", totals.released.Load(), "lost", totals.lost.Load())
 	return nil

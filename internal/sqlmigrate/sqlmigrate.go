@@ -36,19 +36,44 @@ func Apply(db *gorm.DB, names []string, rename map[string]string) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range names {
-		stmts, err := Read(kind.String(), name, rename)
-		if err != nil {
-			return err
-		}
-		for _, s := range stmts {
-			if err := db.Exec(s).Error; err != nil {
-				return fmt.Errorf("migration %s/%s: %w", kind, name, err)
+	run := func(db *gorm.DB) error {
+		for _, name := range names {
+			stmts, err := Read(kind.String(), name, rename)
+			if err != nil {
+				return err
+			}
+			for _, s := range stmts {
+				if err := db.Exec(s).Error; err != nil {
+					return fmt.Errorf("migration %s/%s: %w", kind, name, err)
+				}
 			}
 		}
+		return nil
 	}
-	return nil
+	switch kind {
+	case dialect.MySQL:
+		// MySQL commits each DDL statement itself; the files are idempotent
+		// and CREATE TABLE IF NOT EXISTS is safe to race.
+		return run(db)
+	case dialect.SQLite:
+		// One transaction: it takes the write lock once and waits for it
+		// (busy timeout) instead of failing between two statements.
+		return db.Transaction(run)
+	}
+	// PostgreSQL: DDL is transactional. One transaction, serialised with
+	// other migrators (several replicas starting with AutoMigrate), so that
+	// concurrent CREATE … IF NOT EXISTS do not collide and the trigger is
+	// never seen missing.
+	return db.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", migrateLock).Error; err != nil {
+			return fmt.Errorf("migration lock: %w", err)
+		}
+		return run(tx)
+	})
 }
+
+// migrateLock is the advisory lock that serialises migrations on PostgreSQL.
+const migrateLock int64 = 0x676f726d6f7574 // "gormout"
 
 // Split cuts a SQL file into statements at semicolons that end a line,
 // except inside dollar-quoted ($$) bodies. Comment-only lines are dropped.

@@ -62,6 +62,7 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE TRIGGER outbox_events_notify
+DROP TRIGGER IF EXISTS outbox_events_notify ON outbox_events;
+CREATE TRIGGER outbox_events_notify
     AFTER INSERT ON outbox_events
     FOR EACH STATEMENT EXECUTE FUNCTION outbox_events_notify();
