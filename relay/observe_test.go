@@ -101,7 +101,9 @@ func TestMetrics(t *testing.T) {
 		}
 
 		// The table gauges are observed while a relay runs.
-		emitN(t, db, 3, func(i int) outbox.Event { return outbox.Event{ID: fmt.Sprint("later-", i), Type: "t", AvailableAt: time.Now().Add(time.Hour)} })
+		emitN(t, db, 3, func(i int) outbox.Event {
+			return outbox.Event{ID: fmt.Sprint("later-", i), Type: "t", AvailableAt: time.Now().Add(time.Hour)}
+		})
 		ctx, cancel := context.WithCancel(t.Context())
 		running := make(chan error, 1)
 		go func() { running <- newRelay(t, db, newRecorder(), relay.WithMeterProvider(mp)).Start(ctx) }()
