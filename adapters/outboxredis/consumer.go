@@ -39,6 +39,10 @@ type Consumer struct {
 
 	running atomic.Bool
 	cursor  string // XAUTOCLAIM's next start; used by Run's goroutine only
+	// soft counts, per pending entry, the deliveries that ended in
+	// outbox.Unavailable or idempotency.ErrInProgress: they do not count
+	// towards WithMaxDeliveries. Used by Run's goroutine only.
+	soft map[string]int64
 }
 
 // NewConsumer returns a Consumer named consumer in the group of stream,
@@ -98,6 +102,7 @@ func NewConsumer(rdb redis.UniversalClient, stream, group, consumer string, h Ha
 		tracer: cfg.tracerProvider.Tracer(tracerName),
 		prop:   propagation.TraceContext{},
 		cursor: "0-0",
+		soft:   map[string]int64{},
 	}
 }
 

@@ -97,7 +97,8 @@ func WithMinIdle(d time.Duration) ConsumerOption {
 }
 
 // WithClaimInterval sets how often the consumer looks for messages to claim
-// or retry (default half the min idle time, at most 10s).
+// or retry (default half the shortest of the min idle time, the retry delay
+// and 20s).
 func WithClaimInterval(d time.Duration) ConsumerOption {
 	return func(c *consumerConfig) {
 		if d < time.Millisecond {

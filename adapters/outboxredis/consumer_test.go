@@ -13,6 +13,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxredis"
+	"github.com/gormoutbox/outbox/idempotency"
 )
 
 // publish appends the envelopes to stream.
@@ -324,5 +325,30 @@ func TestConsumerValidate(t *testing.T) {
 	ok := outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithStartID("$"), outboxredis.WithStartID("1700000000000-0"))
 	if err := ok.Validate(); err != nil {
 		t.Errorf("valid options: %v", err)
+	}
+}
+
+// Deliveries that end "in progress elsewhere" (or "unavailable") do not
+// count towards WithMaxDeliveries: the message is handled, not dead.
+func TestSoftFailuresDoNotExhaustDeliveries(t *testing.T) {
+	rdb := newRedis(t)
+	stream := streamName(t, rdb, "con-soft")
+	var tries atomic.Int32
+	var deadCount atomic.Int32
+	h := outboxredis.HandlerFunc(func(context.Context, *outbox.Envelope) error {
+		if tries.Add(1) <= 4 {
+			return fmt.Errorf("another consumer holds it: %w", idempotency.ErrInProgress)
+		}
+		return nil
+	})
+	c := outboxredis.NewConsumer(rdb, stream, "g", "c", h, consumerOpts(t,
+		outboxredis.WithMaxDeliveries(2),
+		outboxredis.WithOnDead(func(context.Context, outboxredis.DeadMessage) { deadCount.Add(1) }))...)
+	publish(t, rdb, stream, envelope("soft", "t"))
+	stop := run(t, c)
+	eventually(t, 20*time.Second, "the message handled", func() bool { return tries.Load() >= 5 && pendingCount(t, rdb, stream, "g") == 0 })
+	stop()
+	if deadCount.Load() != 0 {
+		t.Errorf("the message went dead after %d soft failures", tries.Load()-1)
 	}
 }

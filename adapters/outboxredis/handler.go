@@ -13,8 +13,11 @@ import (
 
 // Handler handles one event read from a stream. Its error decides the
 // message's fate: nil acknowledges it; outbox.Permanent(err) dead-letters
-// it at once; any other error leaves it pending, to be delivered again
-// (outbox.Unavailable and idempotency.ErrInProgress never dead-letter it).
+// it at once; any other error leaves it pending, to be delivered again, up
+// to WithMaxDeliveries times. Deliveries that end in outbox.Unavailable or
+// idempotency.ErrInProgress do not count towards that limit (in the
+// consumer that saw them: another consumer that claims the message counts
+// Redis's delivery count).
 // A handler can be called again for an event it already handled: wrap it
 // with Idempotent or IdempotentTx.
 type Handler interface {

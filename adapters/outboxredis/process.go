@@ -46,9 +46,13 @@ func (c *Consumer) process(ctx context.Context, m redis.XMessage, deliveries int
 		c.dead(ctx, m, nil, deliveries, err)
 		return nil
 	}
-	if deliveries > c.cfg.maxDeliveries {
+	// Deliveries that ended with the handler's transport unavailable, or
+	// the event in progress elsewhere, say nothing about the message: they
+	// do not count towards the limit (as far as this process knows).
+	if counted := deliveries - c.soft[m.ID]; counted > c.cfg.maxDeliveries {
+		delete(c.soft, m.ID)
 		c.dead(ctx, m, env, deliveries, fmt.Errorf("%w: delivered %d times, at most %d are handled",
-			ErrTooManyDeliveries, deliveries, c.cfg.maxDeliveries))
+			ErrTooManyDeliveries, counted, c.cfg.maxDeliveries))
 		return nil
 	}
 	d := Delivery{Stream: c.stream, Group: c.group, Consumer: c.name, EntryID: m.ID, Deliveries: deliveries}
@@ -56,11 +60,17 @@ func (c *Consumer) process(ctx context.Context, m redis.XMessage, deliveries int
 	attrs := []any{"event_id", env.ID, "event_type", env.Type, "entry_id", m.ID, "deliveries", deliveries}
 	switch {
 	case err == nil:
+		delete(c.soft, m.ID)
 		c.ack(ctx, m.ID, attrs)
 	case outbox.IsPermanent(err):
+		delete(c.soft, m.ID)
 		c.dead(ctx, m, env, deliveries, err)
 	case errors.Is(err, idempotency.ErrInProgress):
+		c.soft[m.ID]++
 		c.log.Info("outboxredis: event in progress elsewhere; left pending for a retry", append(attrs, "error", err)...)
+	case outbox.IsUnavailable(err):
+		c.soft[m.ID]++
+		c.log.Warn("outboxredis: handler's transport unavailable; left pending for a retry", append(attrs, "error", err)...)
 	default:
 		c.log.Warn("outboxredis: handler failed; left pending for a retry", append(attrs, "error", err, "retry_in", c.cfg.retryDelay)...)
 	}
