@@ -19,8 +19,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,7 +42,9 @@ func main() {
 	serve := flag.Bool("serve", false, "keep serving /metrics after the run, until interrupted")
 	events := flag.Int("events", 200, "events to write and relay")
 	flag.Parse()
-	if err := run(context.Background(), *addr, *events, *serve, os.Stdout); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, *addr, *events, *serve, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "prometheus example:", err)
 		os.Exit(1)
 	}
@@ -91,27 +95,43 @@ func run(ctx context.Context, addr string, n int, serve bool, out io.Writer) err
 		return err
 	}
 
-	// 3. A relay that reports to the meter provider; every tenth delivery fails once.
-	delivered := 0
+	// 3. A running relay that reports to the meter provider; every tenth
+	//    delivery fails once.
+	var delivered atomic.Int64
 	pub := relay.PublisherFunc(func(_ context.Context, e *outbox.Envelope) error {
 		if e.Attempt == 1 && strings.HasSuffix(e.ID, "0") {
 			return errors.New("transient")
 		}
-		delivered++
+		delivered.Add(1)
 		return nil
 	})
-	r, err := relay.New(db, pub, relay.WithMeterProvider(mp), relay.WithConcurrency(1),
+	r, err := relay.New(db, pub, relay.WithMeterProvider(mp), relay.WithPollInterval(10*time.Millisecond),
 		relay.WithBackoff(func(int) time.Duration { return 0 }), relay.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return err
 	}
-	for delivered < n {
-		if _, err := r.RunOnce(ctx); err != nil {
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Start(rctx) }()
+	for deadline := time.Now().Add(30 * time.Second); delivered.Load() < int64(n); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d events delivered", delivered.Load(), n)
+		}
+	}
+	// Let the last batch's outcome be recorded before scraping.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		s, err := relay.GetStats(ctx, db)
+		if err != nil {
 			return err
+		}
+		if s.Counts[outbox.StatusPublished] == int64(n) || time.Now().After(deadline) {
+			break
 		}
 	}
 
-	// 4. Scrape our own endpoint, as Prometheus would.
+	// 4. Scrape our own endpoint, as Prometheus would, while the relay runs
+	//    (the table gauges are observed while a relay runs).
 	resp, err := http.Get("http://" + ln.Addr().String() + "/metrics")
 	if err != nil {
 		return err
@@ -130,5 +150,6 @@ func run(ctx context.Context, addr string, n int, serve bool, out io.Writer) err
 		fmt.Fprintf(out, "serving http://%s/metrics until interrupted\n", ln.Addr())
 		<-ctx.Done()
 	}
-	return nil
+	stop()
+	return <-stopped
 }
