@@ -52,11 +52,14 @@ func (r *Relay) claimBatch(ctx context.Context) claimed {
 		return claimed{}
 	}
 	start := time.Now()
-	rows, err := r.drv.claim(ctx, r.db, r.cfg.workerID, r.cfg.batchSize, r.cfg.lease)
+	// A claim that has started runs to its end even if ctx ends meanwhile:
+	// cancelled while its rows stream back, it could commit without the
+	// relay learning which rows it holds, and they would stay publishing
+	// until their lease expired. Claimed rows are released on shutdown.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.lease)
+	defer cancel()
+	rows, err := r.drv.claim(cctx, r.db, r.cfg.workerID, r.cfg.batchSize, r.cfg.lease)
 	if err != nil {
-		if ctx.Err() != nil {
-			return claimed{}
-		}
 		return claimed{err: fmt.Errorf("relay: claiming events: %w", err)}
 	}
 	if len(rows) > 0 {
