@@ -116,15 +116,33 @@ func (r *Relay) setOutcomes(b *dialect.Builder, outs []outcome, f fence) {
 // fenceClause writes the WHERE clause that lets an outcome through only
 // while the claim it belongs to holds.
 func (r *Relay) fenceClause(b *dialect.Builder, outs []outcome, f fence) {
-	b.Add(" WHERE id IN (")
+	// Each row's claim_version, written as one id list per version: most
+	// rows of a batch share one (their first claim), so this is usually
+	// "claim_version = ? AND id IN (…)".
+	versions := make([]int64, 0, 2)
+	byVersion := make(map[int64][]int64, 2)
 	for i := range outs {
-		if i > 0 {
-			b.Add(", ")
+		v := outs[i].row.ClaimVersion
+		if _, ok := byVersion[v]; !ok {
+			versions = append(versions, v)
 		}
-		b.Add("?", outs[i].row.ID)
+		byVersion[v] = append(byVersion[v], outs[i].row.ID)
 	}
-	b.Add(") AND status = 'publishing' AND claim_version = ")
-	caseByID(b, outs, func(*outcome) bool { return true }, func(o *outcome) { b.Add("?", o.row.ClaimVersion) }, "-1")
+	b.Add(" WHERE (")
+	for i, v := range versions {
+		if i > 0 {
+			b.Add(" OR ")
+		}
+		b.Add("(claim_version = ? AND id IN (", v)
+		for j, id := range byVersion[v] {
+			if j > 0 {
+				b.Add(", ")
+			}
+			b.Add("?", id)
+		}
+		b.Add("))")
+	}
+	b.Add(") AND status = 'publishing'")
 	switch f {
 	case fenceMine:
 		b.Add(" AND locked_by = ?", r.cfg.workerID)

@@ -134,7 +134,6 @@ func (d *mysqlDriver) claim(ctx context.Context, db *gorm.DB, worker string, lim
 	}
 	for i := range rows {
 		rows[i].Status = outbox.StatusPublishing
-		rows[i].LockedBy = &worker
 		rows[i].ClaimVersion++
 		rows[i].Attempts++
 	}

@@ -10,8 +10,9 @@ import (
 )
 
 // claimColumns are the columns a claim returns: what an Envelope needs,
-// and what completion and logging need.
-const claimColumns = "id, event_id, type, version, tenant_id, aggregate_type, aggregate_id, partition_key, topic, payload, headers, attempts, max_attempts, claim_version, locked_by, available_at, created_at"
+// and what completion (the fencing token, the attempts) and the lag
+// metric need.
+const claimColumns = "id, event_id, type, version, tenant_id, aggregate_type, aggregate_id, partition_key, topic, payload, headers, attempts, max_attempts, claim_version, available_at, created_at"
 
 // prefixed returns claimColumns qualified with the table alias a.
 func prefixed(a string) string {
@@ -26,17 +27,13 @@ func scanClaimed(rows *sql.Rows) ([]outbox.OutboxEvent, error) {
 	for rows.Next() {
 		var (
 			e         outbox.OutboxEvent
-			lockedBy  sql.NullString
 			available anyTime
 			created   anyTime
 		)
 		if err := rows.Scan(&e.ID, &e.EventID, &e.Type, &e.Version, &e.TenantID, &e.AggregateType, &e.AggregateID,
 			&e.PartitionKey, &e.Topic, &e.Payload, &e.Headers, &e.Attempts, &e.MaxAttempts, &e.ClaimVersion,
-			&lockedBy, &available, &created); err != nil {
+			&available, &created); err != nil {
 			return nil, err
-		}
-		if lockedBy.Valid {
-			e.LockedBy = &lockedBy.String
 		}
 		e.AvailableAt, e.CreatedAt = available.t, created.t
 		e.Status = outbox.StatusPublishing
