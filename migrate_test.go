@@ -1,7 +1,6 @@
 package outbox_test
 
 import (
-	"fmt"
 	"io/fs"
 	"regexp"
 	"slices"
@@ -117,7 +116,7 @@ func schemaOf(t *testing.T, db *gorm.DB, d string, mayBeEmpty bool) []string {
 		must(t, db.Raw(`SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'`).Scan(&out).Error)
 	}
 	if len(out) == 0 && !mayBeEmpty {
-		t.Fatal(fmt.Sprintf("no schema found on %s", d))
+		t.Fatalf("no schema found on %s", d)
 	}
 	slices.Sort(out)
 	return out
