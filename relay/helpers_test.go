@@ -40,23 +40,6 @@ func newRelay(t testing.TB, db *gorm.DB, pub relay.Publisher, opts ...relay.Opti
 	return r
 }
 
-// emitN writes n events in transactions of up to 500, built by mk.
-func emitN(t testing.TB, db *gorm.DB, n int, mk func(i int) outbox.Event) {
-	t.Helper()
-	for start := 0; start < n; start += 500 {
-		err := db.Transaction(func(tx *gorm.DB) error {
-			evs := make([]outbox.Event, 0, 500)
-			for i := start; i < min(n, start+500); i++ {
-				evs = append(evs, mk(i))
-			}
-			return outbox.Emit(tx, evs...)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func event(i int) outbox.Event {
 	return outbox.Event{ID: fmt.Sprintf("ev-%06d", i), Type: "test.event", Payload: map[string]int{"i": i}}
 }
@@ -193,4 +176,10 @@ func past(db *gorm.DB) any {
 		return "2000-01-01 00:00:00.000000000+00:00"
 	}
 	return "2000-01-01 00:00:00"
+}
+
+// emitN writes n events built by mk.
+func emitN(t testing.TB, db *gorm.DB, n int, mk func(i int) outbox.Event) {
+	t.Helper()
+	testenv.Emit(t, db, n, mk)
 }

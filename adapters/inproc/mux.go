@@ -29,7 +29,7 @@ type TxHandlerFunc func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) er
 var ErrInvalidHandler = errors.New("inproc: invalid handler")
 
 // maxNameLen keeps "<event id>:<handler name>" within idempotency.MaxKeyLen.
-const maxNameLen = idempotency.MaxKeyLen - outbox.MaxIDLen - 1
+const maxNameLen = idempotency.MaxHandlerNameLen
 
 type handler struct {
 	name string
@@ -126,7 +126,7 @@ func (m *Mux) Publish(ctx context.Context, e *outbox.Envelope) error {
 	var failures []failure
 	permanent := true
 	for _, h := range hs {
-		key := e.ID + ":" + h.name
+		key := idempotency.HandlerKey(e.ID, h.name)
 		var err error
 		if h.tx != nil {
 			err = m.store.DoTx(ctx, key, func(tx *gorm.DB) error { return h.tx(ctx, tx, e) })

@@ -124,21 +124,6 @@ func setupDB(t testing.TB, db *gorm.DB) (*gorm.DB, *idempotency.Store) {
 	return db, store
 }
 
-// emitN writes n events in transactions of up to 500, built by mk.
-func emitN(t testing.TB, db *gorm.DB, n int, mk func(i int) outbox.Event) {
-	t.Helper()
-	for start := 0; start < n; start += 500 {
-		err := db.Transaction(func(tx *gorm.DB) error {
-			evs := make([]outbox.Event, 0, 500)
-			for i := start; i < min(n, start+500); i++ {
-				evs = append(evs, mk(i))
-			}
-			return outbox.Emit(tx, evs...)
-		})
-		must(t, err)
-	}
-}
-
 func countStatus(t testing.TB, db *gorm.DB, s outbox.Status) int64 {
 	t.Helper()
 	var n int64
@@ -179,3 +164,9 @@ func (c *counters) total() (n int) {
 }
 
 func eventID(i int) string { return fmt.Sprintf("ev-%05d", i) }
+
+// emitN writes n events built by mk.
+func emitN(t testing.TB, db *gorm.DB, n int, mk func(i int) outbox.Event) {
+	t.Helper()
+	testenv.Emit(t, db, n, mk)
+}

@@ -16,7 +16,7 @@ import (
 // MaxHandlerNameLen is the longest handler name of Idempotent and
 // IdempotentTx, so that "<event id>:<handler name>" fits an idempotency
 // key.
-const MaxHandlerNameLen = idempotency.MaxKeyLen - outbox.MaxIDLen - 1
+const MaxHandlerNameLen = idempotency.MaxHandlerNameLen
 
 // Idempotent returns an asynq middleware that runs the handler it wraps at
 // most once successfully per event: it keeps a record under the key
@@ -61,7 +61,7 @@ func Idempotent(store *idempotency.Store, handlerName string) asynq.MiddlewareFu
 				return err
 			}
 			ctx = withEnvelope(ctx, t, e)
-			return store.Do(ctx, e.ID+":"+handlerName, func(ctx context.Context) error {
+			return store.Do(ctx, idempotency.HandlerKey(e.ID, handlerName), func(ctx context.Context) error {
 				return next.ProcessTask(ctx, t)
 			})
 		})
@@ -98,7 +98,7 @@ func IdempotentTx(store *idempotency.Store, handlerName string) asynq.Middleware
 				return err
 			}
 			ctx = withEnvelope(ctx, t, e)
-			return store.DoTx(ctx, e.ID+":"+handlerName, func(tx *gorm.DB) error {
+			return store.DoTx(ctx, idempotency.HandlerKey(e.ID, handlerName), func(tx *gorm.DB) error {
 				return next.ProcessTask(context.WithValue(ctx, txKey{}, tx), t)
 			})
 		})

@@ -19,18 +19,12 @@ import (
 // emitN writes n events of topic in transactions of up to 500.
 func emitN(t testing.TB, db *gorm.DB, n int, topic string) {
 	t.Helper()
-	for start := 0; start < n; start += 500 {
-		must(t, db.Transaction(func(tx *gorm.DB) error {
-			evs := make([]outbox.Event, 0, 500)
-			for i := start; i < min(n, start+500); i++ {
-				evs = append(evs, outbox.Event{
-					ID: fmt.Sprintf("ev-%06d", i), Type: "order.created", Topic: topic,
-					AggregateType: "order", AggregateID: fmt.Sprint(i), Payload: map[string]int{"i": i},
-				})
-			}
-			return outbox.Emit(tx, evs...)
-		}))
-	}
+	testenv.Emit(t, db, n, func(i int) outbox.Event {
+		return outbox.Event{
+			ID: fmt.Sprintf("ev-%06d", i), Type: "order.created", Topic: topic,
+			AggregateType: "order", AggregateID: fmt.Sprint(i), Payload: map[string]int{"i": i},
+		}
+	})
 }
 
 func countStatus(t testing.TB, db *gorm.DB, s outbox.Status) int64 {

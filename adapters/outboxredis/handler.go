@@ -35,7 +35,7 @@ func (f HandlerFunc) Handle(ctx context.Context, e *outbox.Envelope) error { ret
 type TxHandlerFunc func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error
 
 // maxNameLen keeps "<event id>:<handler name>" within idempotency.MaxKeyLen.
-const maxNameLen = idempotency.MaxKeyLen - outbox.MaxIDLen - 1
+const maxNameLen = idempotency.MaxHandlerNameLen
 
 // Idempotent returns a Handler that runs h for an event unless h already
 // succeeded for it, as recorded in store under "<event id>:<name>"
@@ -81,7 +81,7 @@ func (m *idempotent) Validate() error {
 
 // Handle runs the handler once per event id.
 func (m *idempotent) Handle(ctx context.Context, e *outbox.Envelope) error {
-	key := e.ID + ":" + m.name
+	key := idempotency.HandlerKey(e.ID, m.name)
 	if m.tx != nil {
 		return m.store.DoTx(ctx, key, func(tx *gorm.DB) error { return m.tx(ctx, tx, e) })
 	}
