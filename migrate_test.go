@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/sqlmigrate"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/migrations"
 )
@@ -101,19 +102,22 @@ func schemaOf(t *testing.T, db *gorm.DB, d string, mayBeEmpty bool) []string {
 			FROM information_schema.columns WHERE table_schema = current_schema() AND table_name LIKE 'outbox%'`).Scan(&out).Error)
 		var more []string
 		must(t, db.Raw(`SELECT replace(indexdef, current_schema() || '.', '') FROM pg_indexes WHERE schemaname = current_schema() AND tablename LIKE 'outbox%'
-			UNION ALL SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = current_schema()
+			UNION ALL SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace JOIN pg_class r ON r.oid = c.conrelid WHERE n.nspname = current_schema() AND r.relname <> '`+sqlmigrate.VersionTable+`'
 			UNION ALL SELECT trigger_name || ' ' || action_timing || ' ' || event_manipulation || ' ' || action_statement FROM information_schema.triggers WHERE trigger_schema = current_schema()`).Scan(&more).Error)
 		out = append(out, more...)
 	case testenv.MySQL:
 		var tables []string
 		must(t, db.Raw("SHOW TABLES").Scan(&tables).Error)
 		for _, tbl := range tables {
+			if tbl == sqlmigrate.VersionTable {
+				continue
+			}
 			var name, create string
 			must(t, db.Raw("SHOW CREATE TABLE "+tbl).Row().Scan(&name, &create))
 			out = append(out, strings.Split(autoIncrementRE.ReplaceAllString(create, ""), "\n")...)
 		}
 	case testenv.SQLite:
-		must(t, db.Raw(`SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'`).Scan(&out).Error)
+		must(t, db.Raw(`SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' AND tbl_name <> ?`, sqlmigrate.VersionTable).Scan(&out).Error)
 	}
 	if len(out) == 0 && !mayBeEmpty {
 		t.Fatalf("no schema found on %s", d)

@@ -5,6 +5,14 @@
 // tool as they are; outbox.Migrate and idempotency.Migrate apply the same
 // files.
 //
+// outbox.Migrate and Store.Migrate record each file they applied, per
+// table, in the table gorm_outbox_migrations, and apply only the missing
+// ones. Files 0001 to 0003 are idempotent (installations from before that
+// table existed run them again harmlessly); later files may change a schema
+// and run once. On MySQL, whose DDL commits itself, a later file must be a
+// single statement (or idempotent), so that a failure leaves nothing half
+// applied.
+//
 // The files name the default tables (outbox_events, outbox_idempotency).
 // Migrate substitutes a custom table name; a migration tool does not, so
 // edit copies of the files when the defaults do not suit.

@@ -1,4 +1,10 @@
 // Package sqlmigrate applies gorm-outbox's embedded SQL migrations.
+//
+// Each migration file is applied once per target table and recorded in
+// VersionTable. The first files (up to 0003) are idempotent, so an
+// installation made before VersionTable existed runs them again harmlessly
+// and records them; later files may change a schema (ALTER TABLE) and run
+// exactly once.
 package sqlmigrate
 
 import (
@@ -12,11 +18,19 @@ import (
 	"github.com/gormoutbox/outbox/migrations"
 )
 
+// VersionTable records which migration files were applied, per target
+// table (a migration of a renamed table is recorded under its new name).
+const VersionTable = "gorm_outbox_migrations"
+
 // Read returns the statements of the up migration named name (such as
 // "0001_outbox_events") for dialect, with every occurrence of each key of
 // rename replaced by its value.
 func Read(dialect, name string, rename map[string]string) ([]string, error) {
-	b, err := fs.ReadFile(migrations.FS, dialect+"/"+name+".up.sql")
+	return read(migrations.FS, dialect, name, rename)
+}
+
+func read(fsys fs.FS, dialect, name string, rename map[string]string) ([]string, error) {
+	b, err := fs.ReadFile(fsys, dialect+"/"+name+".up.sql")
 	if err != nil {
 		return nil, fmt.Errorf("reading migration %s/%s: %w", dialect, name, err)
 	}
@@ -29,51 +43,123 @@ func Read(dialect, name string, rename map[string]string) ([]string, error) {
 	return Split(text), nil
 }
 
-// Apply runs the up migrations names, in order, on db. The files are
-// idempotent (IF NOT EXISTS, OR REPLACE), so Apply may run on every start.
+// Apply runs, in order, those of the up migrations names that were not
+// applied to db yet, and records each in VersionTable. Concurrent callers
+// (replicas starting with AutoMigrate) are serialised: on PostgreSQL all
+// files run in one transaction under an advisory lock; on MySQL, whose DDL
+// commits itself, each file runs under a named lock (GET_LOCK) and is
+// recorded right after it succeeded; on SQLite in one transaction.
 func Apply(db *gorm.DB, names []string, rename map[string]string) error {
+	return ApplyFS(db, migrations.FS, names, rename)
+}
+
+// ApplyFS is Apply with the migration files read from fsys, laid out as
+// package migrations lays them out ("<dialect>/<name>.up.sql").
+func ApplyFS(db *gorm.DB, fsys fs.FS, names []string, rename map[string]string) error {
 	kind, err := dialect.Of(db)
 	if err != nil {
 		return err
 	}
-	run := func(db *gorm.DB) error {
-		for _, name := range names {
-			stmts, err := Read(kind.String(), name, rename)
-			if err != nil {
-				return err
-			}
-			for _, s := range stmts {
-				if err := db.Exec(s).Error; err != nil {
-					return fmt.Errorf("migration %s/%s: %w", kind, name, err)
-				}
-			}
-		}
-		return nil
-	}
+	m := &migrator{fsys: fsys, kind: kind, names: names, rename: rename, target: target(names, rename)}
 	switch kind {
 	case dialect.MySQL:
-		// MySQL commits each DDL statement itself; the files are idempotent
-		// and CREATE TABLE IF NOT EXISTS is safe to race.
-		return run(db)
+		return db.Connection(func(conn *gorm.DB) error {
+			var got *int
+			if err := conn.Raw("SELECT GET_LOCK(?, 60)", migrateLockName).Scan(&got).Error; err != nil || got == nil || *got != 1 {
+				return fmt.Errorf("migration lock %s: not acquired in 60s (%v)", migrateLockName, err)
+			}
+			defer conn.Exec("SELECT RELEASE_LOCK(?)", migrateLockName)
+			return m.run(conn)
+		})
 	case dialect.SQLite:
 		// One transaction: it takes the write lock once and waits for it
 		// (busy timeout) instead of failing between two statements.
-		return db.Transaction(run)
+		return db.Transaction(m.run)
 	}
 	// PostgreSQL: DDL is transactional. One transaction, serialised with
-	// other migrators (several replicas starting with AutoMigrate), so that
-	// concurrent CREATE … IF NOT EXISTS do not collide and the trigger is
-	// never seen missing.
+	// other migrators, so that concurrent CREATE … IF NOT EXISTS do not
+	// collide and the trigger is never seen missing.
 	return db.Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", migrateLock).Error; err != nil {
 			return fmt.Errorf("migration lock: %w", err)
 		}
-		return run(tx)
+		return m.run(tx)
 	})
 }
 
-// migrateLock is the advisory lock that serialises migrations on PostgreSQL.
-const migrateLock int64 = 0x676f726d6f7574 // "gormout"
+// migrateLock is the advisory lock that serialises migrations on PostgreSQL,
+// migrateLockName the named lock on MySQL.
+const (
+	migrateLock     int64 = 0x676f726d6f7574 // "gormout"
+	migrateLockName       = "gorm_outbox_migrate"
+)
+
+type migrator struct {
+	fsys   fs.FS
+	kind   dialect.Kind
+	names  []string
+	rename map[string]string
+	target string
+}
+
+// target names what the migrations apply to: the renamed table, or the
+// first file's default table.
+func target(names []string, rename map[string]string) string {
+	for from, to := range rename {
+		if from != "" {
+			return to
+		}
+	}
+	if len(names) > 0 {
+		return names[0]
+	}
+	return ""
+}
+
+// run applies the missing migrations through db, which holds the lock.
+func (m *migrator) run(db *gorm.DB) error {
+	if err := db.Exec(versionTableSQL(m.kind)).Error; err != nil {
+		return fmt.Errorf("creating %s: %w", VersionTable, err)
+	}
+	var done []string
+	if err := db.Raw("SELECT name FROM "+VersionTable+" WHERE target = ?", m.target).Scan(&done).Error; err != nil {
+		return fmt.Errorf("reading %s: %w", VersionTable, err)
+	}
+	applied := make(map[string]bool, len(done))
+	for _, n := range done {
+		applied[n] = true
+	}
+	for _, name := range m.names {
+		if applied[name] {
+			continue
+		}
+		stmts, err := read(m.fsys, m.kind.String(), name, m.rename)
+		if err != nil {
+			return err
+		}
+		for _, s := range stmts {
+			if err := db.Exec(s).Error; err != nil {
+				return fmt.Errorf("migration %s/%s: %w", m.kind, name, err)
+			}
+		}
+		if err := db.Exec("INSERT INTO "+VersionTable+" (target, name) VALUES (?, ?)", m.target, name).Error; err != nil {
+			return fmt.Errorf("recording migration %s/%s: %w", m.kind, name, err)
+		}
+	}
+	return nil
+}
+
+func versionTableSQL(k dialect.Kind) string {
+	applied := "applied_at TIMESTAMPTZ NOT NULL DEFAULT now()"
+	switch k {
+	case dialect.MySQL:
+		applied = "applied_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))"
+	case dialect.SQLite:
+		applied = "applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))"
+	}
+	return "CREATE TABLE IF NOT EXISTS " + VersionTable + " (target VARCHAR(128) NOT NULL, name VARCHAR(128) NOT NULL, " +
+		applied + ", PRIMARY KEY (target, name))"
+}
 
 // Split cuts a SQL file into statements at semicolons that end a line,
 // except inside dollar-quoted ($$) bodies. Comment-only lines are dropped.
