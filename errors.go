@@ -52,10 +52,14 @@ func (e *unavailableError) Unwrap() error { return e.err }
 
 // Permanent wraps err to say that delivering the event can never succeed:
 // the relay marks the event dead at once, without further attempts.
-// Permanent(nil) returns nil. The result still unwraps to err.
+// Permanent(nil) returns nil. The result still unwraps to err, and its
+// message is err's prefixed with "permanent: ". An error already marked
+// (IsPermanent, through any wrapping) is returned unchanged, so that the
+// marker appears once in the message however often the error is marked on
+// its way up.
 func Permanent(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || IsPermanent(err) {
+		return err
 	}
 	return &permanentError{err: err}
 }
@@ -63,10 +67,12 @@ func Permanent(err error) error {
 // Unavailable wraps err to say that the transport is down (a broker or
 // Redis outage), not that the event is at fault: the relay spends none of
 // the event's attempts, releases the batch and backs off before claiming
-// again. Unavailable(nil) returns nil. The result still unwraps to err.
+// again. Unavailable(nil) returns nil. The result still unwraps to err, and
+// its message is err's prefixed with "unavailable: ". An error already
+// marked (IsUnavailable) is returned unchanged.
 func Unavailable(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || IsUnavailable(err) {
+		return err
 	}
 	return &unavailableError{err: err}
 }
