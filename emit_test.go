@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -283,5 +284,55 @@ func TestEmitWithoutPlugin(t *testing.T) {
 	err = bare.Transaction(func(tx *gorm.DB) error { return outbox.Emit(tx, outbox.Event{Type: "x"}) })
 	if !errors.Is(err, outbox.ErrNotRegistered) {
 		t.Errorf("err = %v, want ErrNotRegistered", err)
+	}
+}
+
+// Audited writes another row through its hook's tx between two Emits.
+// tx.WithContext clones the hook's statement, Settings included: the
+// nested statement must neither write nor commit the outer statement's
+// events.
+type Audited struct {
+	ID   uint
+	Fail bool `gorm:"-"`
+}
+
+func (a *Audited) AfterCreate(tx *gorm.DB) error {
+	if err := outbox.Emit(tx, outbox.Event{Type: "audited.first"}); err != nil {
+		return err
+	}
+	if err := tx.WithContext(context.Background()).Table("audit_notes").Create(map[string]any{"note": "n"}).Error; err != nil {
+		return err
+	}
+	if err := outbox.Emit(tx, outbox.Event{Type: "audited.second"}); err != nil {
+		return err
+	}
+	if a.Fail {
+		return errHook
+	}
+	return nil
+}
+
+func TestHookWritesThroughItsTx(t *testing.T) {
+	for _, d := range testenv.Dialects {
+		t.Run(d, func(t *testing.T) {
+			for name, skip := range map[string]bool{"default": false, "skip default transaction": true} {
+				t.Run(name, func(t *testing.T) {
+					cfg := testenv.Config()
+					cfg.SkipDefaultTransaction = skip
+					db := setup(t, testenv.OpenConfig(t, d, cfg))
+					must(t, db.AutoMigrate(&Audited{}))
+					must(t, db.Exec("CREATE TABLE audit_notes (note VARCHAR(10))").Error)
+					if err := db.Create(&Audited{Fail: true}).Error; !errors.Is(err, errHook) {
+						t.Fatalf("err = %v, want the hook's", err)
+					}
+					if a, n, e := count(t, db, &Audited{}), count(t, db.Table("audit_notes"), nil), countEvents(t, db); a+n+e != 0 {
+						t.Fatalf("%d rows, %d notes and %d events after a failed create, want none", a, n, e)
+					}
+					must(t, db.Create(&Audited{}).Error)
+					assertEvents(t, db, "audited.first", 1)
+					assertEvents(t, db, "audited.second", 1)
+				})
+			}
+		})
 	}
 }

@@ -20,7 +20,8 @@ type statementBuffer struct {
 type bufferKey struct{}
 
 // bufferOf returns the buffer of stmt's statement, or of the statement stmt
-// was cloned from (a hook's tx.Where(...)) while that one still buffers.
+// was cloned from (GORM copies Settings into a clone: a hook's
+// tx.WithContext(ctx)) while that one still buffers.
 func bufferOf(stmt *gorm.Statement) *statementBuffer {
 	if v, ok := stmt.Settings.Load(bufferKey{}); ok {
 		if buf := v.(*statementBuffer); !buf.flushed {
@@ -32,7 +33,7 @@ func bufferOf(stmt *gorm.Statement) *statementBuffer {
 
 // ownBuffer returns the buffer begin made for this very statement: a clone
 // of a statement carries its Settings, so a nested statement started from a
-// hook's tx must not act on its parent's buffer.
+// hook's tx.WithContext(ctx) must not act on its parent's buffer.
 func ownBuffer(stmt *gorm.Statement) *statementBuffer {
 	if v, ok := stmt.Settings.Load(bufferKey{}); ok {
 		if buf := v.(*statementBuffer); buf.stmt == stmt {
