@@ -18,10 +18,11 @@ var (
 	// Emitting the same ID with the same content is a no-op instead.
 	ErrDuplicateEvent = errors.New("outbox: duplicate event id with different content")
 
-	// ErrNotInTransaction is returned by Emit (and by a save of a model with
-	// recorded events) when the statement does not run inside a database
-	// transaction, so the event could not commit atomically with the
-	// business rows. Nothing is written.
+	// ErrNotInTransaction is returned by Emit when tx does not run inside a
+	// database transaction, so the event could not commit atomically with
+	// the business rows, and by a statement whose transaction the plugin
+	// could not open (see Plugin on SkipDefaultTransaction). Nothing is
+	// written.
 	ErrNotInTransaction = errors.New("outbox: not in a transaction")
 
 	// ErrNotRegistered is returned when the outbox Plugin was not installed

@@ -29,7 +29,8 @@ import (
 //   - From a model hook, the statement fails with the error (for an event
 //     emitted from a hook, a duplicate ID is found when the statement's
 //     events are written, after its last hook, and fails it the same way).
-//     If GORM opened the statement's transaction, GORM rolls it back; if
+//     If GORM (or, under SkipDefaultTransaction, the plugin) opened the
+//     statement's transaction, it is rolled back at the statement's end; if
 //     the statement runs inside an enclosing transaction (db.Transaction,
 //     CreateInBatches), that transaction is rolled back at once.
 //   - Called directly with a transaction's tx, the error is added to tx
@@ -40,6 +41,9 @@ import (
 // Return Emit's error anyway: the statement's error then says why.
 //
 // In a DryRun session Emit validates and writes nothing.
+//
+// To announce a state change, test tx.Statement.Changed in BeforeUpdate or
+// BeforeSave: in AfterUpdate it is always false. See the example.
 func Emit(tx *gorm.DB, events ...Event) error {
 	p, err := Lookup(tx)
 	if err != nil {
