@@ -24,24 +24,28 @@ import (
 //   - A save that runs in its own transaction (GORM's default transaction,
 //     or the one the plugin opens under SkipDefaultTransaction) clears the
 //     events it wrote once that transaction has committed.
-//   - A save that fails, or whose transaction rolls back, clears nothing.
+//   - A save that fails in its own transaction clears nothing: the next
+//     save writes the events (encoded anew).
 //   - A save inside an enclosing transaction (db.Transaction, a
 //     CreateInBatches of more than one batch, db.Begin) cannot know whether
 //     that transaction will commit, so it keeps the events. It gives each
 //     the ID it was written under (a new UUIDv7 unless Event.ID was set) and
-//     keeps the bytes it wrote: the next save of the aggregate writes them
-//     again under the same IDs, a no-op for those that committed, and the
-//     real write for those that were rolled back (by a deadlock, a later
-//     error, a retried CreateInBatches). Events recorded on an aggregate are
-//     thus written by the save that commits, once.
+//     keeps the bytes it wrote (the payload as encoded then): the next save
+//     of the aggregate writes them again under the same IDs, a no-op for
+//     those that committed, and the real write for those that were rolled
+//     back (by a deadlock, a later error, a retried CreateInBatches).
+//     Events recorded on an aggregate are thus written by the save that
+//     commits, once. The same holds when the COMMIT of the save's own
+//     transaction fails, as its outcome is then unknown.
 //
 // RecordedEvents returns the events not yet known to be committed: those
 // never written, and those written inside an enclosing transaction, which
 // show the ID they were written under. After db.Transaction has returned
 // nil, the latter are committed: drop the aggregate, or let its next save
-// (in its own transaction) clear them. An aggregate kept for long after
-// such a save should not be saved again once the outbox has purged the
-// published rows, or the kept events are written anew.
+// (in its own transaction) write them again as no-ops and clear them. Do
+// not keep such an aggregate for longer than the relay's retention of
+// published rows before saving it again, or the kept events are written,
+// and delivered, anew.
 //
 // The plugin reaches a Recorder through the statement's value: a pointer,
 // a slice of values or of pointers (CreateInBatches), or the model of
@@ -93,18 +97,33 @@ type recorderUse struct {
 	n int
 }
 
-// settle ends a statement that wrote the first n events: they are cleared
-// if its own transaction committed; otherwise they keep their encoding,
-// marked as dedupe keys so that the next write of them is a no-op where
+// outcome is what became of the transaction in which a statement wrote
+// recorded events.
+type outcome int
+
+const (
+	committed  outcome = iota // the statement's own transaction committed
+	rolledBack                // the statement failed in its own transaction
+	unknown                   // an enclosing transaction, or its COMMIT failed
+)
+
+// settle ends a statement that wrote the first n events. Committed: they
+// are cleared. Rolled back: they are forgotten as written, so that the next
+// save encodes them anew. Unknown: they keep their encoding, marked as
+// dedupe keys, so that the next save writes the same rows, a no-op where
 // they were committed.
-func (r *Recorder) settle(n int, committed bool) {
+func (r *Recorder) settle(n int, o outcome) {
 	n = min(n, len(r.events))
-	if committed {
+	if o == committed {
 		r.events = slices.Delete(r.events, 0, n)
 		return
 	}
 	for i := range r.events[:n] {
-		if e := r.events[i].enc; e != nil {
+		switch e := r.events[i].enc; {
+		case e == nil:
+		case o == rolledBack:
+			r.events[i].enc = nil
+		default:
 			e.ownID = true
 		}
 	}
@@ -128,6 +147,7 @@ func (p *Plugin) collectRecorded(stmt *gorm.Statement, buf *statementBuffer) ([]
 		if err != nil || len(r.events) == 0 {
 			return
 		}
+		buf.recorders = append(buf.recorders, recorderUse{r, len(r.events)})
 		for i := range r.events {
 			e := &r.events[i]
 			if e.enc == nil {
@@ -142,7 +162,6 @@ func (p *Plugin) collectRecorded(stmt *gorm.Statement, buf *statementBuffer) ([]
 			}
 			events = append(events, *e.enc)
 		}
-		buf.recorders = append(buf.recorders, recorderUse{r, len(r.events)})
 	})
 	return events, err
 }

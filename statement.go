@@ -15,6 +15,7 @@ type statementBuffer struct {
 	recorders []recorderUse // written by flush, settled by end
 	ownTx     bool          // the plugin opened the statement's transaction
 	flushed   bool          // later Emits write at once
+	failed    bool          // writing the events failed (before any COMMIT)
 }
 
 type bufferKey struct{}
@@ -103,6 +104,7 @@ func (p *Plugin) flushFor(o op) func(*gorm.DB) {
 		}
 		if err != nil {
 			p.failStatement(db, buf, err)
+			buf.failed = true
 		}
 	}
 }
@@ -155,9 +157,17 @@ func (p *Plugin) end(db *gorm.DB) {
 		db.Statement.ConnPool = db.ConnPool
 	}
 	if len(buf.recorders) > 0 {
-		committed := db.Error == nil && (buf.ownTx || gormStarted(db))
+		o := unknown
+		if buf.ownTx || gormStarted(db) {
+			switch {
+			case db.Error == nil:
+				o = committed
+			case buf.failed: // failed before its COMMIT was tried
+				o = rolledBack
+			}
+		}
 		for _, u := range buf.recorders {
-			u.r.settle(u.n, committed)
+			u.r.settle(u.n, o)
 		}
 	}
 }
