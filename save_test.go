@@ -87,3 +87,24 @@ func TestSaveOfNewRowWritesEventsOnce(t *testing.T) {
 		assertEvents(t, db, "ticket.saved", 2)
 	})
 }
+
+// db.Select("*").Save(&m) of a row that does not exist updates nothing and
+// GORM inserts nothing: the events its hooks emitted are not written, and
+// nothing of them is left for a later save of the same value.
+func TestSaveThatInsertsNothingLeavesNothing(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		must(t, db.AutoMigrate(&Ticket{}))
+		tk := Ticket{ID: "ghost", Title: ptr("x")}
+		tk.Record(outbox.Event{Type: "ticket.opened"})
+		must(t, db.Select("*").Save(&tk).Error)
+		if n, e := count(t, db, &Ticket{}), countEvents(t, db); n != 0 || e != 0 {
+			t.Fatalf("%d tickets and %d events after a save that matched nothing", n, e)
+		}
+		if n := len(tk.RecordedEvents()); n != 1 {
+			t.Fatalf("%d events recorded, want 1: nothing was written", n)
+		}
+		must(t, db.Save(&tk).Error)
+		assertEvents(t, db, "ticket.saved", 1)
+		assertEvents(t, db, "ticket.opened", 1)
+	})
+}
