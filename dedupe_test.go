@@ -5,13 +5,35 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
+	mysqldriver "gorm.io/driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/testenv"
 )
 
 func TestDedupe(t *testing.T) {
-	eachDB(t, func(t *testing.T, db *gorm.DB) {
+	eachDB(t, checkDedupe)
+}
+
+// MySQL's clientFoundRows=true (a common DSN setting) makes an ON DUPLICATE
+// KEY UPDATE that changed nothing report one affected row: a duplicate must
+// still be recognised.
+func TestDedupeClientFoundRows(t *testing.T) {
+	cfg, err := mysql.ParseDSN(testenv.DSN(t, testenv.MySQL))
+	must(t, err)
+	cfg.ClientFoundRows = true
+	db, err := gorm.Open(mysqldriver.Open(cfg.FormatDSN()), testenv.Config())
+	must(t, err)
+	sqlDB, err := db.DB()
+	must(t, err)
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	checkDedupe(t, setup(t, db))
+}
+
+func checkDedupe(t *testing.T, db *gorm.DB) {
+	{
 		ev := outbox.Event{ID: "order-1-created", Type: "order.created", AggregateID: "1", PartitionKey: "order-1", Payload: map[string]int{"a": 1, "b": 2}}
 		emit := func(events ...outbox.Event) error {
 			return db.Transaction(func(tx *gorm.DB) error { return outbox.Emit(tx, events...) })
@@ -44,7 +66,7 @@ func TestDedupe(t *testing.T) {
 		if n := countEvents(t, db); n != 2 {
 			t.Errorf("%d rows, want 2: ids differing in case are different events", n)
 		}
-	})
+	}
 }
 
 func TestDedupeConcurrentWriters(t *testing.T) {

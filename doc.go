@@ -36,6 +36,11 @@
 // Alternatively an aggregate embeds Recorder, records events while its
 // methods run, and the plugin writes them when the aggregate is saved.
 //
+// To announce a state change from hooks, note it in BeforeUpdate (or
+// BeforeSave), where tx.Statement.Changed("Status") is meaningful, in
+// tx.Statement.Settings or on the Recorder, and emit it in AfterUpdate,
+// where Changed is always false (see the Emit example "stateChange").
+//
 // # What is guaranteed
 //
 //   - The event rows commit with the transaction and vanish with its
@@ -43,10 +48,25 @@
 //     statement, a panic in db.Transaction, a rolled-back savepoint.
 //   - The events of one statement, such as a CreateInBatches of many models
 //     whose hooks emit, are written in one multi-row INSERT (per 500 rows).
+//   - A statement of a model that emits (its hooks call Emit, or it has
+//     recorded events) commits its rows only with its events: with gorm's
+//     SkipDefaultTransaction the plugin opens the transaction GORM skipped
+//     for such statements; db.Save of a new row with its primary key set
+//     writes its events with the insert, not in the update GORM tries
+//     first; recorded events are cleared only once the save's own
+//     transaction committed (see Recorder).
 //   - An invalid event fails with an error wrapping ErrInvalidEvent that
-//     names the field; nothing is written.
+//     names the field; nothing is written. A payload over
+//     Plugin.MaxPayloadSize (1 MiB by default) is invalid.
+//   - An Emit that fails fails its transaction, on every database, even if
+//     the caller ignores its error: the statement of a hook fails, and an
+//     enclosing transaction (db.Transaction, CreateInBatches) is rolled
+//     back at once, so that it cannot commit (see Emit).
 //   - Event.ID is a dedupe key: the same ID with the same content is stored
-//     once; with other content the write fails with ErrDuplicateEvent.
+//     once; with other content the write fails with ErrDuplicateEvent. This
+//     holds with any DSN flag (on MySQL, events with an ID set are compared
+//     with the stored rows after every write, as clientFoundRows=true makes
+//     the affected-row count useless).
 //   - Events sharing a PartitionKey get ids in the commit order of their
 //     transactions: writers of one key wait for each other from Emit until
 //     commit (a transaction-scoped advisory lock on PostgreSQL, a row of
@@ -57,10 +77,14 @@
 //   - The W3C trace context of the context's current OpenTelemetry span is
 //     stored in the "traceparent" header, so that delivery continues the
 //     trace.
+//   - No payload byte reaches a log line: the outbox's statements pass
+//     through the application's GORM logger (on slow or failed queries) with
+//     payloads and headers replaced by their sizes.
 //
 // Return Emit's error, and every statement's error, from hooks and from the
-// db.Transaction function: an error ignored there lets MySQL and SQLite
-// commit the rest.
+// db.Transaction function: a failed Emit dooms its transaction anyway, but
+// only the returned error says why; and any other statement's error that
+// is ignored there lets MySQL and SQLite commit the rest.
 //
 // # Delivery
 //

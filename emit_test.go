@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/testenv"
 )
 
 func TestEmitCommitsWithTransaction(t *testing.T) {
@@ -148,40 +150,71 @@ func TestRollbackRemovesEvents(t *testing.T) {
 	})
 }
 
+// With SkipDefaultTransaction, GORM writes a row in autocommit. The plugin
+// opens the transaction GORM skipped for statements of models whose hooks
+// may emit or that record events: never a row without its event. Both ways
+// of skipping it are tested: in gorm.Config and in a Session.
 func TestSkipDefaultTransaction(t *testing.T) {
-	eachDB(t, func(t *testing.T, db *gorm.DB) {
-		nodefault := db.Session(&gorm.Session{SkipDefaultTransaction: true})
+	for _, d := range testenv.Dialects {
+		t.Run(d, func(t *testing.T) {
+			cfg := testenv.Config()
+			cfg.SkipDefaultTransaction = true
+			t.Run("config", func(t *testing.T) { checkSkipDefaultTransaction(t, setup(t, testenv.OpenConfig(t, d, cfg))) })
+			t.Run("session", func(t *testing.T) {
+				db := setup(t, testenv.Open(t, d))
+				checkSkipDefaultTransaction(t, db.Session(&gorm.Session{SkipDefaultTransaction: true}))
+			})
+		})
+	}
+}
 
-		err := nodefault.Create(&Order{Customer: "no tx"}).Error
-		if !errors.Is(err, outbox.ErrNotInTransaction) {
-			t.Errorf("Create without a transaction: err = %v, want ErrNotInTransaction", err)
-		}
-		if err := outbox.Emit(db, outbox.Event{Type: "x"}); !errors.Is(err, outbox.ErrNotInTransaction) {
-			t.Errorf("Emit(db): err = %v, want ErrNotInTransaction", err)
-		}
-		if n := countEvents(t, db); n != 0 {
-			t.Errorf("%d events written outside a transaction", n)
-		}
+func checkSkipDefaultTransaction(t *testing.T, db *gorm.DB) {
+	// Emit from a hook: the row and its event commit together.
+	must(t, db.Create(&Order{Customer: "no default tx"}).Error)
+	if n, e := count(t, db, &Order{}), countEvents(t, db); n != 1 || e != 1 {
+		t.Fatalf("%d orders and %d events, want 1 and 1", n, e)
+	}
+	// A hook that fails after emitting rolls back the row and the event.
+	if err := db.Create(&Order{Customer: "fails", FailAfterEmit: true}).Error; !errors.Is(err, errHook) {
+		t.Fatalf("err = %v, want the hook's", err)
+	}
+	if n, e := count(t, db, &Order{}), countEvents(t, db); n != 1 || e != 1 {
+		t.Fatalf("%d orders and %d events after a failing hook, want 1 and 1", n, e)
+	}
 
-		// A recorded aggregate is refused before its row is written.
-		acc := Account{Owner: "x"}
-		acc.Record(outbox.Event{Type: "account.opened"})
-		if err := nodefault.Create(&acc).Error; !errors.Is(err, outbox.ErrNotInTransaction) {
-			t.Errorf("Create recorded aggregate: err = %v, want ErrNotInTransaction", err)
-		}
-		if n := count(t, db, &Account{}); n != 0 {
-			t.Errorf("the aggregate was written (%d rows) although its events could not be", n)
-		}
-		if len(acc.RecordedEvents()) != 1 {
-			t.Errorf("the refused save cleared the recorded events")
-		}
+	// Recorder: written with the row; an invalid event writes neither.
+	acc := Account{Owner: "x"}
+	acc.Record(outbox.Event{Type: "account.opened"})
+	must(t, db.Create(&acc).Error)
+	assertEvents(t, db, "account.opened", 1)
+	if len(acc.RecordedEvents()) != 0 {
+		t.Errorf("events still recorded after the committed create")
+	}
+	bad := Account{Owner: "bad"}
+	bad.Record(outbox.Event{Type: "ok"}, outbox.Event{})
+	if err := db.Create(&bad).Error; !errors.Is(err, outbox.ErrInvalidEvent) {
+		t.Fatalf("err = %v, want ErrInvalidEvent", err)
+	}
+	if n := count(t, db, &Account{}, "owner = ?", "bad"); n != 0 {
+		t.Errorf("the aggregate was written (%d rows) although its events were not", n)
+	}
 
-		// Inside an explicit transaction the same session works.
-		must(t, nodefault.Transaction(func(tx *gorm.DB) error { return tx.Create(&Order{Customer: "tx"}).Error }))
-		if n := countEvents(t, db); n != 1 {
-			t.Errorf("%d events, want 1", n)
-		}
-	})
+	// Update, Save and Delete too.
+	s := Shipment{Status: "new"}
+	must(t, db.Create(&s).Error)
+	must(t, db.Model(&s).Update("status", "sent").Error)
+	must(t, db.Delete(&s).Error)
+	assertEvents(t, db, "shipment.deleted", 1)
+
+	// Emit outside any transaction still writes nothing.
+	if err := outbox.Emit(db, outbox.Event{Type: "x"}); !errors.Is(err, outbox.ErrNotInTransaction) {
+		t.Errorf("Emit(db): err = %v, want ErrNotInTransaction", err)
+	}
+	assertEvents(t, db, "x", 0)
+
+	// Inside an explicit transaction nothing changes.
+	must(t, db.Transaction(func(tx *gorm.DB) error { return tx.Create(&Order{Customer: "tx"}).Error }))
+	assertEvents(t, db, "order.created", 2)
 }
 
 func TestPrepareStmt(t *testing.T) {
@@ -251,5 +284,55 @@ func TestEmitWithoutPlugin(t *testing.T) {
 	err = bare.Transaction(func(tx *gorm.DB) error { return outbox.Emit(tx, outbox.Event{Type: "x"}) })
 	if !errors.Is(err, outbox.ErrNotRegistered) {
 		t.Errorf("err = %v, want ErrNotRegistered", err)
+	}
+}
+
+// Audited writes another row through its hook's tx between two Emits.
+// tx.WithContext clones the hook's statement, Settings included: the
+// nested statement must neither write nor commit the outer statement's
+// events.
+type Audited struct {
+	ID   uint
+	Fail bool `gorm:"-"`
+}
+
+func (a *Audited) AfterCreate(tx *gorm.DB) error {
+	if err := outbox.Emit(tx, outbox.Event{Type: "audited.first"}); err != nil {
+		return err
+	}
+	if err := tx.WithContext(context.Background()).Table("audit_notes").Create(map[string]any{"note": "n"}).Error; err != nil {
+		return err
+	}
+	if err := outbox.Emit(tx, outbox.Event{Type: "audited.second"}); err != nil {
+		return err
+	}
+	if a.Fail {
+		return errHook
+	}
+	return nil
+}
+
+func TestHookWritesThroughItsTx(t *testing.T) {
+	for _, d := range testenv.Dialects {
+		t.Run(d, func(t *testing.T) {
+			for name, skip := range map[string]bool{"default": false, "skip default transaction": true} {
+				t.Run(name, func(t *testing.T) {
+					cfg := testenv.Config()
+					cfg.SkipDefaultTransaction = skip
+					db := setup(t, testenv.OpenConfig(t, d, cfg))
+					must(t, db.AutoMigrate(&Audited{}))
+					must(t, db.Exec("CREATE TABLE audit_notes (note VARCHAR(10))").Error)
+					if err := db.Create(&Audited{Fail: true}).Error; !errors.Is(err, errHook) {
+						t.Fatalf("err = %v, want the hook's", err)
+					}
+					if a, n, e := count(t, db, &Audited{}), count(t, db.Table("audit_notes"), nil), countEvents(t, db); a+n+e != 0 {
+						t.Fatalf("%d rows, %d notes and %d events after a failed create, want none", a, n, e)
+					}
+					must(t, db.Create(&Audited{}).Error)
+					assertEvents(t, db, "audited.first", 1)
+					assertEvents(t, db, "audited.second", 1)
+				})
+			}
+		})
 	}
 }

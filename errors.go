@@ -18,10 +18,11 @@ var (
 	// Emitting the same ID with the same content is a no-op instead.
 	ErrDuplicateEvent = errors.New("outbox: duplicate event id with different content")
 
-	// ErrNotInTransaction is returned by Emit (and by a save of a model with
-	// recorded events) when the statement does not run inside a database
-	// transaction, so the event could not commit atomically with the
-	// business rows. Nothing is written.
+	// ErrNotInTransaction is returned by Emit when tx does not run inside a
+	// database transaction, so the event could not commit atomically with
+	// the business rows, and by a statement whose transaction the plugin
+	// could not open (see Plugin on SkipDefaultTransaction). Nothing is
+	// written.
 	ErrNotInTransaction = errors.New("outbox: not in a transaction")
 
 	// ErrNotRegistered is returned when the outbox Plugin was not installed
@@ -52,10 +53,14 @@ func (e *unavailableError) Unwrap() error { return e.err }
 
 // Permanent wraps err to say that delivering the event can never succeed:
 // the relay marks the event dead at once, without further attempts.
-// Permanent(nil) returns nil. The result still unwraps to err.
+// Permanent(nil) returns nil. The result still unwraps to err, and its
+// message is err's prefixed with "permanent: ". An error already marked
+// (IsPermanent, through any wrapping) is returned unchanged, so that the
+// marker appears once in the message however often the error is marked on
+// its way up.
 func Permanent(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || IsPermanent(err) {
+		return err
 	}
 	return &permanentError{err: err}
 }
@@ -63,10 +68,12 @@ func Permanent(err error) error {
 // Unavailable wraps err to say that the transport is down (a broker or
 // Redis outage), not that the event is at fault: the relay spends none of
 // the event's attempts, releases the batch and backs off before claiming
-// again. Unavailable(nil) returns nil. The result still unwraps to err.
+// again. Unavailable(nil) returns nil. The result still unwraps to err, and
+// its message is err's prefixed with "unavailable: ". An error already
+// marked (IsUnavailable) is returned unchanged.
 func Unavailable(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || IsUnavailable(err) {
+		return err
 	}
 	return &unavailableError{err: err}
 }

@@ -27,6 +27,18 @@ const (
 	MaxHeadersBytes = 64 << 10
 )
 
+// Payload size limits (Plugin.MaxPayloadSize).
+const (
+	// DefaultMaxPayloadSize is the largest payload, in bytes as stored (the
+	// JSON encoding, or the bytes given), that a Plugin accepts unless its
+	// MaxPayloadSize says otherwise: 1 MiB. A relay holds a batch of
+	// payloads in memory, and every broker has a message size limit.
+	DefaultMaxPayloadSize = 1 << 20
+	// NoPayloadLimit, as Plugin.MaxPayloadSize, accepts payloads of any
+	// size (up to what the database and the brokers take).
+	NoPayloadLimit = -1
+)
+
 // Event is what an application emits. Only Type is required.
 //
 // The zero values mean: ID, a new UUIDv7; Version, 1; AvailableAt, now (by
@@ -84,7 +96,8 @@ type encodedEvent struct {
 
 // encode validates e and converts it to column values. traceHeaders, when
 // non-nil, are added to the headers unless the event already sets them.
-func (e *Event) encode(traceHeaders map[string]string) (encodedEvent, error) {
+// maxPayload > 0 bounds the payload's size in bytes.
+func (e *Event) encode(traceHeaders map[string]string, maxPayload int) (encodedEvent, error) {
 	if strings.TrimSpace(e.Type) == "" {
 		return encodedEvent{}, invalid("Type", "is required")
 	}
@@ -141,6 +154,9 @@ func (e *Event) encode(traceHeaders map[string]string) (encodedEvent, error) {
 	var err error
 	if out.Payload, err = encodePayload(e.Payload); err != nil {
 		return encodedEvent{}, err
+	}
+	if maxPayload > 0 && len(out.Payload) > maxPayload {
+		return encodedEvent{}, invalid("Payload", "is %d bytes, the limit is %d (Plugin.MaxPayloadSize)", len(out.Payload), maxPayload)
 	}
 	if out.Headers, err = encodeHeaders(e.Headers, traceHeaders); err != nil {
 		return encodedEvent{}, err

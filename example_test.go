@@ -132,3 +132,71 @@ func ExampleRecorder() {
 	// still recorded: 0
 	// written: 2
 }
+
+// Payment announces each change of its status. GORM's Statement.Changed
+// compares the values being written with the model's current ones, so it
+// is only meaningful before the UPDATE runs: in AfterUpdate it is always
+// false. BeforeUpdate therefore notes the change in the statement's
+// Settings (shared by all hooks of one statement; tx.Set would be lost),
+// and AfterUpdate, which runs only if the UPDATE succeeded, emits.
+type Payment struct {
+	ID     uint
+	Status string
+}
+
+// statusChanged is the Settings key under which BeforeUpdate notes the old
+// status.
+type statusChanged struct{}
+
+func (p *Payment) BeforeUpdate(tx *gorm.DB) error {
+	if tx.Statement.Changed("Status") {
+		tx.Statement.Settings.Store(statusChanged{}, p.Status) // still the old value here
+	}
+	return nil
+}
+
+func (p *Payment) AfterUpdate(tx *gorm.DB) error {
+	old, ok := tx.Statement.Settings.Load(statusChanged{})
+	if !ok {
+		return nil
+	}
+	return outbox.Emit(tx, outbox.Event{
+		Type:          "payment." + p.Status, // the new value, assigned by the update
+		AggregateType: "payment",
+		AggregateID:   strconv.Itoa(int(p.ID)),
+		Payload:       map[string]string{"from": old.(string), "to": p.Status},
+	})
+}
+
+// Announce a state change from hooks: note it in BeforeUpdate, emit it in
+// AfterUpdate. Update through db.Model(&p): with db.Save(&p) the values
+// written are the model's own, and Changed reports nothing.
+func ExampleEmit_stateChange() {
+	db := exampleDB()
+	if err := db.Use(&outbox.Plugin{AutoMigrate: true}); err != nil {
+		log.Fatal(err)
+	}
+	if err := db.AutoMigrate(&Payment{}); err != nil {
+		log.Fatal(err)
+	}
+	check := func(tx *gorm.DB) {
+		if tx.Error != nil {
+			log.Fatal(tx.Error)
+		}
+	}
+	p := Payment{Status: "pending"}
+	check(db.Create(&p))
+	check(db.Model(&p).Update("status", "paid"))                      // announced
+	check(db.Model(&p).Update("status", "paid"))                      // no change: nothing
+	check(db.Model(&p).Updates(Payment{Status: "refunded"}))          // announced
+	check(db.Model(&p).Updates(map[string]any{"status": "refunded"})) // no change: nothing
+
+	var rows []outbox.OutboxEvent
+	db.Order("id").Find(&rows)
+	for _, r := range rows {
+		fmt.Println(r.Type, string(r.Payload))
+	}
+	// Output:
+	// payment.paid {"from":"pending","to":"paid"}
+	// payment.refunded {"from":"paid","to":"refunded"}
+}

@@ -121,3 +121,5 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+var errRollback = errors.New("roll back")

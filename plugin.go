@@ -3,7 +3,6 @@ package outbox
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 
 	"gorm.io/gorm"
@@ -28,6 +27,15 @@ const maxTableNameLen = 48
 // or recorded on an aggregate with Recorder) in one multi-row INSERT,
 // inside the statement's transaction, before it commits.
 //
+// With gorm's SkipDefaultTransaction (in gorm.Config or a Session), GORM
+// runs a statement in autocommit, so that a row would commit before its
+// AfterCreate hook could emit. The plugin therefore opens the transaction
+// GORM skipped for every create, update and delete statement whose model
+// has a GORM hook (Before/After Create, Save, Update or Delete) or has
+// recorded events, and commits it (or rolls it back) after the last hook:
+// such a statement is atomic with its events as without the option.
+// Statements of other models run as GORM runs them.
+//
 // A Plugin must not be copied or shared between *gorm.DB instances after
 // Use; configure it through its fields before calling Use.
 type Plugin struct {
@@ -41,10 +49,19 @@ type Plugin struct {
 	// Migrate) if they do not exist yet.
 	AutoMigrate bool
 
+	// MaxPayloadSize is the largest payload accepted, in bytes as stored
+	// (the JSON encoding, or the []byte given). A larger one fails with an
+	// error wrapping ErrInvalidEvent naming Payload and both sizes, and
+	// nothing is written. Zero means DefaultMaxPayloadSize (1 MiB);
+	// NoPayloadLimit (or any negative value) means no limit.
+	MaxPayloadSize int
+
 	table         string
 	kind          dialect.Kind
+	maxPayload    int // 0: no limit
 	writer        *writer
 	recorderTypes sync.Map // reflect.Type -> bool: does *T embed a Recorder
+	saves         saveHandoffs
 }
 
 // Name implements gorm.Plugin.
@@ -63,6 +80,12 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	}
 	p.table, p.kind = table, kind
 	p.writer = newWriter(kind, table)
+	switch {
+	case p.MaxPayloadSize == 0:
+		p.maxPayload = DefaultMaxPayloadSize
+	case p.MaxPayloadSize > 0:
+		p.maxPayload = p.MaxPayloadSize
+	}
 
 	if err := p.registerCallbacks(db); err != nil {
 		return fmt.Errorf("outbox: registering callbacks: %w", err)
@@ -114,35 +137,49 @@ const (
 	cbClear = "outbox:clear"
 )
 
+// The statement kinds, for the callbacks whose work differs between them.
+type op int
+
+const (
+	opCreate op = iota
+	opUpdate
+	opDelete
+)
+
 func (p *Plugin) registerCallbacks(db *gorm.DB) error {
 	// Each chain: begin after GORM opens its default transaction and before
 	// the first model hook; flush after the last model hook and before the
 	// commit (a callback ordered only after the hooks would run after the
-	// commit); clear recorded events once the statement has finished.
+	// commit); end once the statement has committed or rolled back.
 	create, update, del := db.Callback().Create(), db.Callback().Update(), db.Callback().Delete()
 	return errors.Join(
-		create.After("gorm:begin_transaction").Before("gorm:before_create").Register(cbBegin, p.begin),
-		create.After("gorm:after_create").Before("gorm:commit_or_rollback_transaction").Register(cbFlush, p.flush),
-		create.After("gorm:commit_or_rollback_transaction").Register(cbClear, p.clear),
-		update.After("gorm:begin_transaction").Before("gorm:before_update").Register(cbBegin, p.begin),
-		update.After("gorm:after_update").Before("gorm:commit_or_rollback_transaction").Register(cbFlush, p.flush),
-		update.After("gorm:commit_or_rollback_transaction").Register(cbClear, p.clear),
-		del.After("gorm:begin_transaction").Before("gorm:before_delete").Register(cbBegin, p.begin),
-		del.After("gorm:after_delete").Before("gorm:commit_or_rollback_transaction").Register(cbFlush, p.flush),
-		del.After("gorm:commit_or_rollback_transaction").Register(cbClear, p.clear),
+		create.After("gorm:begin_transaction").Before("gorm:before_create").Register(cbBegin, p.beginFor(opCreate)),
+		create.After("gorm:after_create").Before("gorm:commit_or_rollback_transaction").Register(cbFlush, p.flushFor(opCreate)),
+		create.After("gorm:commit_or_rollback_transaction").Register(cbClear, p.end),
+		update.After("gorm:begin_transaction").Before("gorm:before_update").Register(cbBegin, p.beginFor(opUpdate)),
+		update.After("gorm:after_update").Before("gorm:commit_or_rollback_transaction").Register(cbFlush, p.flushFor(opUpdate)),
+		update.After("gorm:commit_or_rollback_transaction").Register(cbClear, p.end),
+		del.After("gorm:begin_transaction").Before("gorm:before_delete").Register(cbBegin, p.beginFor(opDelete)),
+		del.After("gorm:after_delete").Before("gorm:commit_or_rollback_transaction").Register(cbFlush, p.flushFor(opDelete)),
+		del.After("gorm:commit_or_rollback_transaction").Register(cbClear, p.end),
 	)
 }
 
-// hasRecorder reports whether the statement's model embeds a Recorder.
-func (p *Plugin) hasRecorder(stmt *gorm.Statement) bool {
-	if stmt.Schema == nil {
-		return false
+// mayEmit reports whether a statement may write events: its model has a
+// GORM hook that will run (and could call Emit), or a Recorder with
+// events, or it is the insert of a Save that was handed events.
+func (p *Plugin) mayEmit(stmt *gorm.Statement, buf *statementBuffer) bool {
+	if len(buf.events) > 0 {
+		return true
 	}
-	t := stmt.Schema.ModelType
-	if v, ok := p.recorderTypes.Load(t); ok {
-		return v.(bool)
+	s := stmt.Schema
+	if !stmt.SkipHooks && (s.BeforeCreate || s.AfterCreate || s.BeforeSave || s.AfterSave ||
+		s.BeforeUpdate || s.AfterUpdate || s.BeforeDelete || s.AfterDelete) {
+		return true
 	}
-	ok := reflect.PointerTo(t).Implements(recorderHolderType)
-	p.recorderTypes.Store(t, ok)
-	return ok
+	recorded := false
+	if p.hasRecorder(stmt) {
+		eachRecorder(stmt.ReflectValue, func(r *Recorder) { recorded = recorded || len(r.events) > 0 })
+	}
+	return recorded
 }

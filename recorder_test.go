@@ -57,6 +57,20 @@ func TestRecorderSlices(t *testing.T) {
 		must(t, db.CreateInBatches(&ptrs, 2).Error)
 		assertEvents(t, db, "pointers", 10)
 
+		// CreateInBatches of more than one batch runs in a transaction of
+		// its own that the statements cannot see commit: the events stay
+		// recorded, with the ids they were written under.
+		for _, v := range values {
+			if ev := v.RecordedEvents(); len(ev) != 1 || ev[0].ID == "" {
+				t.Fatalf("recorded events after CreateInBatches: %+v, want one with its ID", ev)
+			}
+		}
+		// Saving the slice (one upsert in its own transaction) writes them
+		// again as no-ops and clears them.
+		must(t, db.Save(&values).Error)
+		must(t, db.Save(&ptrs).Error)
+		assertEvents(t, db, "values", 7)
+		assertEvents(t, db, "pointers", 10)
 		for _, v := range values {
 			if len(v.RecordedEvents()) != 0 {
 				t.Fatal("events left recorded on a slice element")
@@ -147,4 +161,89 @@ func assertEvents(t *testing.T, db *gorm.DB, typ string, want int64) {
 	if n := countEvents(t, db, "type = ?", typ); n != want {
 		t.Fatalf("%d %q events, want %d", n, typ, want)
 	}
+}
+
+// Member has a unique email, so that one of a batch can fail.
+type Member struct {
+	ID    uint
+	Email string `gorm:"size:100;uniqueIndex"`
+	outbox.Recorder
+}
+
+// A CreateInBatches that fails in its second batch rolls back the first
+// batch's events too; retrying the same slice writes every event once.
+func TestRecorderRetriedCreateInBatches(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		must(t, db.AutoMigrate(&Member{}))
+		must(t, db.Create(&Member{Email: "taken"}).Error)
+		three := []Member{{Email: "a"}, {Email: "b"}, {Email: "taken"}}
+		for i := range three {
+			three[i].Record(outbox.Event{Type: "member.joined", AggregateID: three[i].Email})
+		}
+		if err := db.CreateInBatches(&three, 2).Error; err == nil {
+			t.Fatal("CreateInBatches with a duplicate email succeeded")
+		}
+		assertEvents(t, db, "member.joined", 0)
+
+		three[2].Email = "c"
+		must(t, db.CreateInBatches(&three, 2).Error)
+		assertEvents(t, db, "member.joined", 3)
+		if n := count(t, db, &Member{}); n != 4 {
+			t.Fatalf("%d members, want 4", n)
+		}
+
+		// The events were written inside CreateInBatches' own transaction:
+		// a later save of the aggregates writes them again as no-ops.
+		for i := range three {
+			must(t, db.Save(&three[i]).Error)
+			if n := len(three[i].RecordedEvents()); n != 0 {
+				t.Fatalf("member %d: %d events still recorded after a committed save", i, n)
+			}
+		}
+		assertEvents(t, db, "member.joined", 3)
+	})
+}
+
+// A db.Transaction whose function fails after the aggregate's save rolls
+// the events back; the retried transaction writes them.
+func TestRecorderRetriedTransaction(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		acc := Account{Owner: "retry"}
+		acc.Deposit(5)
+		attempt := 0
+		run := func() error {
+			return db.Transaction(func(tx *gorm.DB) error {
+				attempt++
+				if err := tx.Create(&acc).Error; err != nil {
+					return err
+				}
+				if attempt == 1 {
+					return errRollback // as a deadlock would, after the statement succeeded
+				}
+				return nil
+			})
+		}
+		if err := run(); err == nil {
+			t.Fatal("the first attempt did not fail")
+		}
+		assertEvents(t, db, "account.deposited", 0)
+		must(t, run())
+		assertEvents(t, db, "account.deposited", 1)
+		if n := count(t, db, &Account{}); n != 1 {
+			t.Fatalf("%d accounts, want 1", n)
+		}
+
+		// Still shown: the save ran inside a transaction it did not commit.
+		if n := len(acc.RecordedEvents()); n != 1 {
+			t.Fatalf("%d events recorded after a save inside db.Transaction, want 1 (not known to be committed)", n)
+		}
+		if acc.RecordedEvents()[0].ID == "" {
+			t.Fatal("a written event shows no ID")
+		}
+		must(t, db.Save(&acc).Error) // writes it again: a no-op
+		assertEvents(t, db, "account.deposited", 1)
+		if n := len(acc.RecordedEvents()); n != 0 {
+			t.Fatalf("%d events recorded after a save in its own transaction, want 0", n)
+		}
+	})
 }

@@ -31,8 +31,11 @@ type writer struct {
 	rowBound   string // one row's placeholders, available_at bound
 	rowDefault string // one row's placeholders, available_at by the database
 	conflict   string
-	readLatest string // suffix of a SELECT that must see the latest committed rows
-	lockID     int32  // PostgreSQL advisory-lock class of this table
+	// countsInserts: the INSERT's affected-row count is the number of rows
+	// inserted, duplicates skipped by the conflict clause not counted.
+	countsInserts bool
+	readLatest    string // suffix of a SELECT that must see the latest committed rows
+	lockID        int32  // PostgreSQL advisory-lock class of this table
 }
 
 func newWriter(kind dialect.Kind, table string) *writer {
@@ -51,8 +54,11 @@ func newWriter(kind dialect.Kind, table string) *writer {
 		rowBound:   fmt.Sprintf(row, "?"),
 		rowDefault: fmt.Sprintf(row, "DEFAULT"),
 		conflict:   kind.InsertIgnore("event_id"),
-		readLatest: readLatest(kind),
-		lockID:     int32(h.Sum32()),
+		// MySQL's ON DUPLICATE KEY UPDATE reports a duplicate as 0 rows,
+		// or as 1 with the clientFoundRows DSN flag.
+		countsInserts: kind != dialect.MySQL,
+		readLatest:    readLatest(kind),
+		lockID:        int32(h.Sum32()),
 	}
 }
 
@@ -71,17 +77,22 @@ func readLatest(kind dialect.Kind) string {
 }
 
 // write inserts events through db's connection, which must be in a
-// transaction.
+// transaction. Its statements reach db's GORM logger (when slow or failed)
+// without the payloads and headers bound to them.
 func (w *writer) write(db *gorm.DB, events []encodedEvent) error {
-	tx := db.Session(&gorm.Session{NewDB: true})
+	tx := db.Session(&gorm.Session{NewDB: true, Logger: redactingLogger{db.Logger}})
 	if err := w.lockKeys(tx, events); err != nil {
 		return err
 	}
-	var inserted int64
+	var (
+		inserted int64
+		ownIDs   bool
+	)
 	for start := 0; start < len(events); {
 		end, size := start, 0
 		for end < len(events) && end-start < maxRowsPerInsert && (end == start || size+len(events[end].Payload) <= maxBytesPerInsert) {
 			size += len(events[end].Payload) + len(events[end].Headers)
+			ownIDs = ownIDs || events[end].ownID
 			end++
 		}
 		n, err := w.insertRows(tx, events[start:end])
@@ -91,7 +102,10 @@ func (w *writer) write(db *gorm.DB, events []encodedEvent) error {
 		inserted += n
 		start = end
 	}
-	if inserted < int64(len(events)) {
+	// Where the affected-row count cannot tell a duplicate from an insert
+	// (MySQL with clientFoundRows=true counts a duplicate as one row),
+	// application-chosen ids are always compared with the stored rows.
+	if inserted < int64(len(events)) || (ownIDs && !w.countsInserts) {
 		return w.checkDuplicates(tx, events)
 	}
 	return nil
@@ -109,7 +123,7 @@ func (w *writer) insertRows(tx *gorm.DB, events []encodedEvent) (int64, error) {
 			sb.WriteString(", ")
 		}
 		args = append(args, e.EventID, e.Type, e.Version, e.TenantID, e.AggregateType,
-			e.AggregateID, e.PartitionKey, e.Topic, nullBytes(e.Payload), nullString(e.Headers), e.MaxAttempts)
+			e.AggregateID, e.PartitionKey, e.Topic, payloadValue(e.Payload), headersValue(e.Headers), e.MaxAttempts)
 		switch {
 		case e.AvailableAt != nil:
 			sb.WriteString(w.rowBound)
@@ -213,13 +227,19 @@ type storedEvent struct {
 	MaxAttempts   int
 }
 
-// checkDuplicates runs when some rows were not inserted because their
-// event_id exists: each event must match the stored row, or the write
-// fails with ErrDuplicateEvent.
+// checkDuplicates runs when some rows may not have been inserted because
+// their event_id exists: each event with an application-chosen id (only
+// those can collide) must match the stored row, or the write fails with
+// ErrDuplicateEvent.
 func (w *writer) checkDuplicates(tx *gorm.DB, events []encodedEvent) error {
-	ids := make([]string, len(events))
+	ids := make([]string, 0, len(events))
 	for i := range events {
-		ids[i] = events[i].EventID
+		if events[i].ownID {
+			ids = append(ids, events[i].EventID)
+		}
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("outbox: %d event(s) with generated ids were not inserted", len(events))
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
@@ -235,6 +255,9 @@ func (w *writer) checkDuplicates(tx *gorm.DB, events []encodedEvent) error {
 	}
 	for i := range events {
 		e := &events[i]
+		if !e.ownID {
+			continue
+		}
 		s, ok := stored[e.EventID]
 		if !ok {
 			return fmt.Errorf("outbox: event %q was neither inserted nor found", e.EventID)
@@ -289,16 +312,18 @@ func sameHeaders(a, b []byte) bool {
 	return okA && okB && maps.Equal(ma, mb)
 }
 
-func nullBytes(b []byte) any {
+// payloadValue and headersValue bind a payload and headers with types that
+// redactingLogger recognises; SQL NULL when nil.
+func payloadValue(b []byte) any {
 	if b == nil {
 		return nil
 	}
-	return b
+	return payloadArg(b)
 }
 
-func nullString(b []byte) any {
+func headersValue(b []byte) any {
 	if b == nil {
 		return nil
 	}
-	return string(b)
+	return headersArg(b)
 }
