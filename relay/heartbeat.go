@@ -116,9 +116,8 @@ type RelayStatus struct {
 	Lost      int64 `json:"lost" gorm:"column:lost"`
 }
 
-// relays reads the heartbeats table; a missing table yields no relays.
-// It selects every column, so that a table not yet migrated to the
-// publisher column is still read.
+// relays reads the heartbeats table; a missing table yields no relays,
+// and one not yet migrated to the publisher column no publishers.
 func (o *ops) relays() ([]RelayStatus, error) {
 	relays := gormTable(o.kind, o.table+"_relays")
 	if !o.tableExists(relays) {
@@ -129,9 +128,11 @@ func (o *ops) relays() ([]RelayStatus, error) {
 		HeartbeatMS int64   `gorm:"column:heartbeat_ms"`
 		AgeSeconds  float64 `gorm:"column:age_seconds"`
 	}
-	err := o.db.Table(relays).
-		Select(relays + ".*, " + o.kind.SecondsSince("last_beat") + " AS age_seconds").
-		Order("id").Scan(&rows).Error
+	cols := "id, host, pid, heartbeat_ms, started_at, last_beat, claimed, published, failed, dead, lost, "
+	if o.db.Migrator().HasColumn(relays, "publisher") {
+		cols += "publisher, "
+	}
+	err := o.db.Table(relays).Select(cols + o.kind.SecondsSince("last_beat") + " AS age_seconds").Order("id").Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("relay: reading heartbeats: %w", err)
 	}

@@ -133,3 +133,27 @@ func TestHeartbeatRecordsPublisher(t *testing.T) {
 		})
 	}
 }
+
+// A relays table from before the publisher column is still read, and
+// outbox.Migrate adds the column once.
+func TestRelaysTableUpgrade(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		must(t, db.Exec("ALTER TABLE outbox_events_relays DROP COLUMN publisher").Error)
+		must(t, db.Exec("DELETE FROM gorm_outbox_migrations WHERE name = '0004_outbox_relays_publisher'").Error)
+		must(t, db.Exec("INSERT INTO outbox_events_relays (id, host, pid, heartbeat_ms, started_at, last_beat) VALUES ('old', 'h', 1, 1000, ?, ?)",
+			agoText(db, time.Minute), agoText(db, time.Minute)).Error)
+		s, err := relay.GetStats(t.Context(), db)
+		must(t, err)
+		if len(s.Relays) != 1 || s.Relays[0].ID != "old" || s.Relays[0].Publisher != "" || s.Relays[0].Live {
+			t.Errorf("relays of an old table: %+v", s.Relays)
+		}
+		must(t, outbox.Migrate(db))
+		must(t, outbox.Migrate(db)) // recorded: not applied twice
+		must(t, db.Exec("UPDATE outbox_events_relays SET publisher = 'p' WHERE id = 'old'").Error)
+		s, err = relay.GetStats(t.Context(), db)
+		must(t, err)
+		if len(s.Relays) != 1 || s.Relays[0].Publisher != "p" {
+			t.Errorf("relays after the upgrade: %+v", s.Relays)
+		}
+	})
+}

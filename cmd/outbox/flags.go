@@ -35,7 +35,7 @@ func newFlags(c *cli, name, usage, help string) *common {
 	f.fs.SetOutput(c.stderr)
 	// No environment value as the default: the usage would print it, password included.
 	f.fs.StringVar(&f.db, "db", "", "database `address` (default $OUTBOX_DB): a URL, a driver's own DSN or a SQLite path; see 'outbox help'")
-	f.fs.StringVar(&f.driver, "driver", "", "`postgres`, mysql or sqlite, when the form of --db does not say")
+	f.fs.StringVar(&f.driver, "driver", "", "database `driver`: postgres, mysql or sqlite, when the form of --db does not say")
 	f.fs.StringVar(&f.table, "table", outbox.DefaultTableName, "outbox `table` name")
 	f.fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "give up on the database after this long")
 	f.fs.Usage = func() {

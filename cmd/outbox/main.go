@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/go-sql-driver/mysql"
@@ -88,6 +89,9 @@ func newCLI(args []string, stdout, stderr io.Writer, getenv func(string) string)
 	s.addFrom(getenv("OUTBOX_REDIS"))
 	for _, a := range args {
 		s.addFrom(a)
+		if name, value, ok := strings.Cut(a, "="); ok && strings.HasPrefix(name, "-") {
+			s.addFrom(value) // --db=…
+		}
 	}
 	return &cli{stdout: stdout, stderr: scrubWriter{w: stderr, s: s}, getenv: getenv, secrets: s}
 }

@@ -54,6 +54,8 @@ func TestNoPasswordInAnyOutput(t *testing.T) {
 		stats("sqlite auth", "sqlite:/nonexistent/x.db?_auth_user=a&_auth_pass=hunter2", "hunter2"),
 		tc{"help shows the env default", "postgres://admin:hunter2@127.0.0.1:1/app", []string{"stats", "--help"}, []string{"hunter2"}},
 		tc{"help shows the redis env default", u, []string{"relay", "--help"}, nil}, // OUTBOX_REDIS set below
+		tc{"--db=, bad host", u, []string{"stats", "--db=postgres://admin:hunter2@[::1/app"}, []string{"hunter2"}},
+		tc{"--redis=, bad escape", u, []string{"relay", "--to", "stream", "--redis=redis://:p%zzsecret@127.0.0.1:1/0"}, []string{"p%zzsecret"}},
 		tc{"unquoted libpq words", u, []string{"stats", "--db", "host=127.0.0.1", "password=hunter2"}, []string{"hunter2"}},
 	)
 	for _, c := range cases {
