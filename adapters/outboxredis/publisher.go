@@ -143,7 +143,10 @@ func (p *StreamPublisher) args(e *outbox.Envelope, idmp bool) (*redis.XAddArgs, 
 // "outbox stats" (it implements relay.Describer): the default stream, or
 // WithStreamFunc, and the Redis address of a *redis.Client.
 func (p *StreamPublisher) Describe() string {
-	d := "redis stream " + p.cfg.prefix + p.cfg.defaultStream + " (or " + p.cfg.prefix + "<the event's Topic>)"
+	d := "redis stream " + p.cfg.prefix + p.cfg.defaultStream + " (or the event's Topic)"
+	if p.cfg.prefix != "" {
+		d = "redis stream " + p.cfg.prefix + p.cfg.defaultStream + " (or " + p.cfg.prefix + "<Topic>)"
+	}
 	if p.cfg.streamFunc != nil {
 		d = "redis stream " + p.cfg.prefix + "<chosen by WithStreamFunc>"
 	}
