@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -50,9 +51,23 @@ func opsFor(ctx context.Context, db *gorm.DB) (*ops, error) {
 	return &ops{db: db.WithContext(ctx), kind: kind, table: tableOf(db)}, nil
 }
 
+// tbl starts a GORM query of the outbox table.
+func (o *ops) tbl() *gorm.DB { return o.db.Table(gormTable(o.kind, o.table)) }
+
+// gormTable returns name as GORM's Table must be given it to reach the
+// table that the outbox's SQL names unquoted: GORM quotes the name, and
+// PostgreSQL folds an unquoted name to lower case (OrderEvents is the
+// table orderevents), so there it is lower-cased.
+func gormTable(kind dialect.Kind, name string) string {
+	if kind == dialect.Postgres {
+		return strings.ToLower(name)
+	}
+	return name
+}
+
 // where applies f to a query of rows with the given status.
 func (o *ops) where(status outbox.Status, f Filter) *gorm.DB {
-	q := o.db.Table(o.table).Where("status = ?", string(status))
+	q := o.tbl().Where("status = ?", string(status))
 	if f.Type != "" {
 		q = q.Where("type = ?", f.Type)
 	}
@@ -86,18 +101,7 @@ func ListDead(ctx context.Context, db *gorm.DB, f Filter) ([]outbox.OutboxEvent,
 // event is delivered again even if later events of its partition key were
 // delivered meanwhile.
 func Replay(ctx context.Context, db *gorm.DB, eventIDs ...string) (int64, error) {
-	o, err := opsFor(ctx, db)
-	if err != nil {
-		return 0, err
-	}
-	if len(eventIDs) == 0 {
-		return 0, nil
-	}
-	n, err := o.replay(o.db.Table(o.table).Where("status = ? AND event_id IN ?", string(outbox.StatusDead), eventIDs))
-	if err != nil {
-		return 0, fmt.Errorf("relay: replaying %d events: %w", len(eventIDs), err)
-	}
-	return n, nil
+	return resetByEventID(ctx, db, "replaying", eventIDs, outbox.StatusDead)
 }
 
 // ReplayAll replays every dead event matching f (its AfterID and Limit
@@ -119,7 +123,7 @@ func ReplayAll(ctx context.Context, db *gorm.DB, f Filter) (int64, error) {
 		if len(ids) == 0 {
 			return total, nil
 		}
-		n, err := o.replay(o.db.Table(o.table).Where("status = ? AND id IN ?", string(outbox.StatusDead), ids))
+		n, err := o.replay(o.tbl().Where("status = ? AND id IN ?", string(outbox.StatusDead), ids))
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("relay: replaying dead events: %w", err)
@@ -128,6 +132,8 @@ func ReplayAll(ctx context.Context, db *gorm.DB, f Filter) (int64, error) {
 	}
 }
 
+// replay sets the rows of q back to pending, attempts, error, lease and
+// publication time cleared, and wakes the relays.
 func (o *ops) replay(q *gorm.DB) (int64, error) {
 	now, args := o.kind.Now()
 	res := q.Updates(map[string]any{
@@ -136,6 +142,7 @@ func (o *ops) replay(q *gorm.DB) (int64, error) {
 		"last_error":   nil,
 		"locked_by":    nil,
 		"locked_until": nil,
+		"published_at": nil,
 		"available_at": gorm.Expr(now, args...),
 	})
 	if res.Error != nil {
@@ -185,7 +192,7 @@ func (o *ops) stats() (*Stats, error) {
 		Status outbox.Status
 		N      int64
 	}
-	if err := o.db.Table(o.table).Select("status, COUNT(*) AS n").Group("status").Scan(&counts).Error; err != nil {
+	if err := o.tbl().Select("status, COUNT(*) AS n").Group("status").Scan(&counts).Error; err != nil {
 		return nil, fmt.Errorf("relay: counting events: %w", err)
 	}
 	s := &Stats{Counts: make(map[outbox.Status]int64, len(counts))}
@@ -194,7 +201,7 @@ func (o *ops) stats() (*Stats, error) {
 	}
 	now, args := o.kind.Now()
 	var age *float64
-	err := o.db.Table(o.table).
+	err := o.tbl().
 		Select(o.kind.SecondsSince("MIN(available_at)")).
 		Where("status = ? AND available_at <= "+now, append([]any{string(outbox.StatusPending)}, args...)...).
 		Scan(&age).Error
@@ -231,7 +238,7 @@ func PurgeDead(ctx context.Context, db *gorm.DB, age time.Duration) (int64, erro
 // maxBatches batches (all with -1).
 func deletePublished(ctx context.Context, db *gorm.DB, kind dialect.Kind, table string, age time.Duration, maxBatches int) (int64, error) {
 	s, a := kind.NowPlus(-age)
-	q := db.WithContext(ctx).Table(table).Where("status = ? AND published_at < "+s, append([]any{string(outbox.StatusPublished)}, a...)...)
+	q := db.WithContext(ctx).Table(gormTable(kind, table)).Where("status = ? AND published_at < "+s, append([]any{string(outbox.StatusPublished)}, a...)...)
 	return deleteBatches(db.WithContext(ctx), table, q, outbox.StatusPublished, maxBatches)
 }
 

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -157,4 +160,16 @@ func (m *Mux) Publish(ctx context.Context, e *outbox.Envelope) error {
 		return outbox.Permanent(err)
 	}
 	return err
+}
+
+// Describe lists the event types the Mux handles, for relay heartbeats
+// and "outbox stats" (it implements relay.Describer).
+func (m *Mux) Describe() string {
+	m.mu.RLock()
+	types := slices.Sorted(maps.Keys(m.handlers))
+	m.mu.RUnlock()
+	if len(types) == 0 {
+		return "inproc, no handlers"
+	}
+	return "inproc handlers of " + strings.Join(types, ", ")
 }

@@ -162,3 +162,12 @@ func (p *Publisher) task(e *outbox.Envelope) (*asynq.Task, []asynq.Option, strin
 	}
 	return asynq.NewTaskWithHeaders(typ, payload, headers), opts, queue, nil
 }
+
+// Describe says where the Publisher enqueues, for relay heartbeats and
+// "outbox stats" (it implements relay.Describer).
+func (p *Publisher) Describe() string {
+	if p.cfg.queue != nil {
+		return "asynq queue chosen by WithQueue"
+	}
+	return "asynq queue " + DefaultQueue + " (or the event's Topic)"
+}

@@ -138,3 +138,20 @@ func (p *StreamPublisher) args(e *outbox.Envelope, idmp bool) (*redis.XAddArgs, 
 	}
 	return a, nil
 }
+
+// Describe says where the publisher appends, for relay heartbeats and
+// "outbox stats" (it implements relay.Describer): the default stream, or
+// WithStreamFunc, and the Redis address of a *redis.Client.
+func (p *StreamPublisher) Describe() string {
+	d := "redis stream " + p.cfg.prefix + p.cfg.defaultStream + " (or the event's Topic)"
+	if p.cfg.prefix != "" {
+		d = "redis stream " + p.cfg.prefix + p.cfg.defaultStream + " (or " + p.cfg.prefix + "<Topic>)"
+	}
+	if p.cfg.streamFunc != nil {
+		d = "redis stream " + p.cfg.prefix + "<chosen by WithStreamFunc>"
+	}
+	if c, ok := p.rdb.(*redis.Client); ok {
+		d += fmt.Sprintf(" on %s db %d", c.Options().Addr, c.Options().DB)
+	}
+	return d
+}

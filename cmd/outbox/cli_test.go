@@ -47,10 +47,22 @@ type result struct {
 // cmd runs the CLI with args and OUTBOX_DB=dbURL.
 func cmd(t *testing.T, dbURL string, args ...string) result {
 	t.Helper()
+	return cmdEnv(t, []string{"OUTBOX_DB=" + dbURL}, args...)
+}
+
+// cmdEnv runs the CLI with args and the environment variables env (on top
+// of the test's own, OUTBOX_* removed).
+func cmdEnv(t *testing.T, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := exec.CommandContext(ctx, binary, args...)
-	c.Env = append(os.Environ(), "OUTBOX_DB="+dbURL)
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "OUTBOX_DB" && k != "OUTBOX_REDIS" {
+			c.Env = append(c.Env, kv)
+		}
+	}
+	c.Env = append(c.Env, env...)
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
 	err := c.Run()
@@ -90,11 +102,11 @@ func cliDB(t *testing.T, d string) (string, *gorm.DB) {
 		}
 		u = fmt.Sprintf("mysql://%s:%s@%s/%s", cfg.User, cfg.Passwd, cfg.Addr, cfg.DBName)
 	}
-	addr, err := parseDB(u)
+	addr, err := parseDB(u, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := addr.open(context.Background())
+	db, err := addr.open(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +250,7 @@ func TestErrorsAreClearAndChangeNothing(t *testing.T) {
 		message string
 	}{
 		{[]string{"stats"}, "ftp://host/db", 2, `unsupported scheme "ftp"`},
-		{[]string{"stats"}, "not a url", 2, "is not a URL"},
+		{[]string{"stats"}, "not a url", 2, "cannot tell which database"},
 		{[]string{"stats", "--bogus"}, u, 2, "flag provided but not defined: -bogus"},
 		{[]string{"frobnicate"}, u, 2, `unknown command "frobnicate"`},
 		{[]string{"dispatch-once"}, u, 2, "--to is required"},

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"gorm.io/gorm"
 
@@ -73,8 +75,11 @@ type deadListJSON struct {
 
 func runDeadList(ctx context.Context, c *cli, args []string) error {
 	f := newFlags(c, "dead list", "dead list [flags]",
-		"Lists dead events, oldest first. Pages: pass the printed next --after value to get the next page.").withJSON()
+		"Lists dead events, oldest first. Pages: pass the printed next --after value to get the next page.\n"+
+			"The text output cuts each last error to one short line: --wide prints it whole\n"+
+			"(newlines as \\n), and so do --json and 'outbox show EVENT_ID'.").withJSON()
 	typ, olderThan := filterFlags(f)
+	wide := f.fs.Bool("wide", false, "print each last error whole")
 	after := f.fs.Int64("after", 0, "list events whose row `id` is greater (the paging cursor)")
 	limit := f.fs.Int("limit", 50, "events per page (1 to 1000)")
 	if err := f.parse(args); err != nil {
@@ -105,10 +110,19 @@ func runDeadList(ctx context.Context, c *cli, args []string) error {
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tEVENT ID\tTYPE\tATTEMPTS\tCREATED\tLAST ERROR")
+	cut := false
 	for _, e := range out.Events {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\n", e.ID, e.EventID, e.Type, e.Attempts, e.CreatedAt.Format(time.RFC3339), oneLine(e.LastError, 100))
+		msg := escapeLine(e.LastError)
+		if !*wide {
+			msg = oneLine(e.LastError, 100)
+			cut = cut || utf8.RuneCountInString(e.LastError) > 100
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\n", e.ID, e.EventID, e.Type, e.Attempts, e.CreatedAt.Format(time.RFC3339), msg)
 	}
 	_ = w.Flush()
+	if cut {
+		fmt.Fprintln(c.stdout, "\nerrors were shortened: --wide prints them whole, 'outbox show EVENT_ID' prints one event")
+	}
 	if out.NextAfter > 0 {
 		fmt.Fprintf(c.stdout, "\nmore: outbox dead list --after %d\n", out.NextAfter)
 	}
@@ -179,8 +193,12 @@ func runDeadReplay(ctx context.Context, c *cli, args []string) error {
 func countDead(ctx context.Context, db *gorm.DB, ids []string, f relay.Filter) (int64, error) {
 	var n int64
 	if len(ids) > 0 {
-		err := db.WithContext(ctx).Model(&outbox.OutboxEvent{}).Table(tableOf(db)).
-			Where("status = ? AND event_id IN ?", string(outbox.StatusDead), ids).Count(&n).Error
+		st, err := relay.EventStatuses(ctx, db, ids...)
+		for _, s := range st {
+			if s == outbox.StatusDead {
+				n++
+			}
+		}
 		return n, err
 	}
 	f.Limit = 1000
@@ -197,13 +215,6 @@ func countDead(ctx context.Context, db *gorm.DB, ids []string, f relay.Filter) (
 	}
 }
 
-func tableOf(db *gorm.DB) string {
-	if p, err := outbox.Lookup(db); err == nil {
-		return p.Table()
-	}
-	return outbox.DefaultTableName
-}
-
 func deref(s *string) string {
 	if s == nil {
 		return ""
@@ -211,6 +222,12 @@ func deref(s *string) string {
 	return *s
 }
 
+// escapeLine returns s on one line, newlines and tabs escaped.
+func escapeLine(s string) string {
+	return strings.NewReplacer("\\", "\\\\", "\n", "\\n", "\r", "\\r", "\t", "\\t").Replace(s)
+}
+
+// oneLine returns s on one line, cut to max characters.
 func oneLine(s string, max int) string {
 	out := []rune{}
 	for _, r := range s {

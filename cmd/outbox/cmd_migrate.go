@@ -16,7 +16,7 @@ func runMigrate(ctx context.Context, c *cli, args []string) error {
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	db, err := f.connect(ctx)
+	db, err := f.connect(ctx, true)
 	if err != nil {
 		return err
 	}

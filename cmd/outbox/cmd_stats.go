@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -17,21 +18,28 @@ type statsJSON struct {
 	Counts                  map[string]int64 `json:"counts"`
 	OldestPendingAgeSeconds float64          `json:"oldest_pending_age_seconds"`
 	Relays                  []relayJSON      `json:"relays"`
+	// Warnings name setups that lose track of events, such as live relays
+	// of this table that deliver to different places.
+	Warnings []string `json:"warnings"`
 }
 
 type relayJSON struct {
 	ID             string    `json:"id"`
 	Host           string    `json:"host"`
 	PID            int       `json:"pid"`
+	Publisher      string    `json:"publisher"`
 	Live           bool      `json:"live"`
 	StartedAt      time.Time `json:"started_at"`
 	LastBeat       time.Time `json:"last_beat"`
 	LastBeatAgeSec float64   `json:"last_beat_age_seconds"`
-	Claimed        int64     `json:"claimed"`
-	Published      int64     `json:"published"`
-	Failed         int64     `json:"failed"`
-	Dead           int64     `json:"dead"`
-	Lost           int64     `json:"lost"`
+	// HeartbeatSec is how often the relay records itself: its counts lag
+	// its work by up to that long.
+	HeartbeatSec float64 `json:"heartbeat_seconds"`
+	Claimed      int64   `json:"claimed"`
+	Published    int64   `json:"published"`
+	Failed       int64   `json:"failed"`
+	Dead         int64   `json:"dead"`
+	Lost         int64   `json:"lost"`
 }
 
 var statuses = []outbox.Status{outbox.StatusPending, outbox.StatusPublishing, outbox.StatusPublished, outbox.StatusFailed, outbox.StatusDead}
@@ -39,7 +47,9 @@ var statuses = []outbox.Status{outbox.StatusPending, outbox.StatusPublishing, ou
 func runStats(ctx context.Context, c *cli, args []string) error {
 	f := newFlags(c, "stats", "stats [flags]",
 		"Counts the events per status, measures how long the oldest deliverable pending\n"+
-			"event has waited, and lists the relays that recorded heartbeats, live or stale.").withJSON()
+			"event has waited, and lists the relays that recorded heartbeats, live or stale,\n"+
+			"with where each delivers (its publisher) and its counts as of its last heartbeat.\n"+
+			"Warns when live relays of the table deliver to different places.").withJSON()
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -51,20 +61,53 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	out := statsJSON{Table: f.table, Counts: map[string]int64{}, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(), Relays: []relayJSON{}}
+	out := statsJSON{Table: f.table, Counts: map[string]int64{}, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(),
+		Relays: []relayJSON{}, Warnings: []string{}}
 	for _, st := range statuses {
 		out.Counts[string(st)] = s.Counts[st]
 	}
 	for _, r := range s.Relays {
-		out.Relays = append(out.Relays, relayJSON{ID: r.ID, Host: r.Host, PID: r.PID, Live: r.Live, StartedAt: r.StartedAt.UTC(),
-			LastBeat: r.LastBeat.UTC(), LastBeatAgeSec: r.Age.Seconds(), Claimed: r.Claimed, Published: r.Published,
-			Failed: r.Failed, Dead: r.Dead, Lost: r.Lost})
+		out.Relays = append(out.Relays, relayJSON{ID: r.ID, Host: r.Host, PID: r.PID, Publisher: r.Publisher, Live: r.Live,
+			StartedAt: r.StartedAt.UTC(), LastBeat: r.LastBeat.UTC(), LastBeatAgeSec: r.Age.Seconds(),
+			HeartbeatSec: r.Heartbeat.Seconds(), Claimed: r.Claimed, Published: r.Published, Failed: r.Failed, Dead: r.Dead, Lost: r.Lost})
+	}
+	if w := publisherWarning(s.Relays); w != "" {
+		out.Warnings = append(out.Warnings, w)
 	}
 	if f.json {
 		return writeJSON(c, out)
 	}
+	printStats(c, f.table, s, out.Warnings)
+	return nil
+}
+
+// publisherWarning says when live relays deliver to different places:
+// they split the table's events between them.
+func publisherWarning(relays []relay.RelayStatus) string {
+	seen := map[string][]string{}
+	var order []string
+	for _, r := range relays {
+		if !r.Live {
+			continue
+		}
+		if _, ok := seen[r.Publisher]; !ok {
+			order = append(order, r.Publisher)
+		}
+		seen[r.Publisher] = append(seen[r.Publisher], r.ID)
+	}
+	if len(order) < 2 {
+		return ""
+	}
+	parts := make([]string, len(order))
+	for i, p := range order {
+		parts[i] = fmt.Sprintf("%q (%s)", p, strings.Join(seen[p], ", "))
+	}
+	return "live relays deliver to different places, splitting the events between them: " + strings.Join(parts, "; ")
+}
+
+func printStats(c *cli, table string, s *relay.Stats, warnings []string) {
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "table\t%s\n", f.table)
+	fmt.Fprintf(w, "table\t%s\n", table)
 	for _, st := range statuses {
 		fmt.Fprintf(w, "%s\t%d\n", st, s.Counts[st])
 	}
@@ -73,18 +116,21 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 	fmt.Fprintf(c.stdout, "\nrelays: %d\n", len(s.Relays))
 	if len(s.Relays) > 0 {
 		w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tHOST\tSTATE\tLAST BEAT\tSTARTED\tPUBLISHED\tFAILED\tDEAD\tLOST")
+		fmt.Fprintln(w, "ID\tHOST\tSTATE\tLAST BEAT\tSTARTED\tPUBLISHED\tFAILED\tDEAD\tLOST\tPUBLISHER")
 		for _, r := range s.Relays {
 			state := "live"
 			if !r.Live {
 				state = "stale"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\t%s\t%d\t%d\t%d\t%d\n", r.ID, r.Host, state, r.Age.Round(time.Second),
-				r.StartedAt.UTC().Format(time.RFC3339), r.Published, r.Failed, r.Dead, r.Lost)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\t%s\t%d\t%d\t%d\t%d\t%s\n", r.ID, r.Host, state, r.Age.Round(time.Second),
+				r.StartedAt.UTC().Format(time.RFC3339), r.Published, r.Failed, r.Dead, r.Lost, r.Publisher)
 		}
 		_ = w.Flush()
+		fmt.Fprintln(c.stdout, "(a relay's counts are as of its last heartbeat: they lag by up to one heartbeat interval)")
 	}
-	return nil
+	for _, warning := range warnings {
+		fmt.Fprintf(c.stdout, "\nWARNING: %s\n", warning)
+	}
 }
 
 func writeJSON(c *cli, v any) error {

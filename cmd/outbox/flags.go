@@ -18,10 +18,14 @@ type common struct {
 	fs      *flag.FlagSet
 	c       *cli
 	db      string
+	driver  string
 	table   string
 	json    bool
 	timeout time.Duration
-	shown   string // the database address, password hidden
+	shown   string   // the database address, password hidden
+	args    []string // the positional arguments
+	nargs   [2]int   // how many positional arguments the command takes (min, max)
+	argName string   // what they are, for messages
 }
 
 // newFlags returns a flag set for the command with the common flags.
@@ -29,7 +33,9 @@ type common struct {
 func newFlags(c *cli, name, usage, help string) *common {
 	f := &common{fs: flag.NewFlagSet(name, flag.ContinueOnError), c: c}
 	f.fs.SetOutput(c.stderr)
-	f.fs.StringVar(&f.db, "db", c.getenv("OUTBOX_DB"), "database `URL`: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or sqlite:path/to/file.db (env OUTBOX_DB)")
+	// No environment value as the default: the usage would print it, password included.
+	f.fs.StringVar(&f.db, "db", "", "database `address` (default $OUTBOX_DB): a URL, a driver's own DSN or a SQLite path; see 'outbox help'")
+	f.fs.StringVar(&f.driver, "driver", "", "database `driver`: postgres, mysql or sqlite, when the form of --db does not say")
 	f.fs.StringVar(&f.table, "table", outbox.DefaultTableName, "outbox `table` name")
 	f.fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "give up on the database after this long")
 	f.fs.Usage = func() {
@@ -46,10 +52,20 @@ func (f *common) withJSON() *common {
 	return f
 }
 
+// withArgs lets the command take between min and max positional
+// arguments, before, after or between the flags.
+func (f *common) withArgs(min, max int, name string) *common {
+	f.nargs, f.argName = [2]int{min, max}, name
+	return f
+}
+
 // parse parses args; a flag error is a usage error, --help is not an error.
 func (f *common) parse(args []string) error {
 	f.fs.SetOutput(f.c.stderr)
 	for _, a := range args {
+		if a == "--" {
+			break
+		}
 		if a == "-h" || a == "--help" || a == "-help" {
 			f.fs.SetOutput(f.c.stdout)
 			f.fs.Usage()
@@ -57,14 +73,25 @@ func (f *common) parse(args []string) error {
 		}
 	}
 	f.fs.SetOutput(io.Discard) // errors are reported once, by the caller
-	if err := f.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	for {
+		if err := f.fs.Parse(args); err != nil {
+			return usagef("%v", err)
 		}
-		return usagef("%v", err)
+		if f.fs.NArg() == 0 {
+			break
+		}
+		if len(f.args) == f.nargs[1] {
+			// Never echo it whole: an unquoted --db value split by the shell lands here.
+			return usagef("unexpected argument %q (quote a --db value that holds spaces)", maskDSN(f.fs.Arg(0)))
+		}
+		f.args = append(f.args, f.fs.Arg(0))
+		args = f.fs.Args()[1:]
 	}
-	if f.fs.NArg() > 0 {
-		return usagef("unexpected argument %q", f.fs.Arg(0))
+	if len(f.args) < f.nargs[0] {
+		return usagef("missing %s", f.argName)
+	}
+	if f.db == "" {
+		f.db = f.c.getenv("OUTBOX_DB")
 	}
 	if f.db == "" {
 		return usagef("no database: pass --db or set OUTBOX_DB")
@@ -78,26 +105,37 @@ func (f *common) parse(args []string) error {
 // open connects to the database with the outbox plugin installed, and
 // checks that the outbox table exists.
 func (f *common) open(ctx context.Context) (*gorm.DB, error) {
-	db, err := f.connect(ctx)
+	db, err := f.connect(ctx, false)
 	if err != nil {
 		return nil, err
 	}
-	if !db.WithContext(ctx).Migrator().HasTable(f.table) {
-		return nil, fmt.Errorf("table %s does not exist in %s: run 'outbox migrate' first (or pass the right --table)", f.table, f.shown)
+	if err := probeTable(ctx, db, f.table); err != nil {
+		return nil, fmt.Errorf("table %s does not exist in %s (%v): run 'outbox migrate' first (or pass the right --table)", f.table, f.shown, err)
 	}
 	return db, nil
 }
 
-// connect connects to the database with the outbox plugin installed.
-func (f *common) connect(ctx context.Context) (*gorm.DB, error) {
-	dsn, err := parseDB(f.db)
+// probeTable checks that table can be read. It queries the table rather
+// than the catalog: the query folds an unquoted name the way every other
+// statement of the outbox does (PostgreSQL folds OrderEvents to
+// orderevents; its catalog holds the folded name).
+func probeTable(ctx context.Context, db *gorm.DB, table string) error {
+	var n []int
+	return db.WithContext(ctx).Raw("SELECT 1 FROM " + table + " WHERE 1 = 0").Scan(&n).Error
+}
+
+// connect connects to the database with the outbox plugin installed. A
+// SQLite file is created only if create is set.
+func (f *common) connect(ctx context.Context, create bool) (*gorm.DB, error) {
+	dsn, err := parseDB(f.db, f.driver)
 	if err != nil {
 		return nil, err
 	}
+	f.c.secrets.add(dsn.secrets...)
 	f.shown = dsn.shown
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	db, err := dsn.open(ctx)
+	db, err := dsn.open(ctx, create)
 	if err != nil {
 		return nil, err
 	}

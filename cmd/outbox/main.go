@@ -1,6 +1,8 @@
 // Command outbox operates a gorm-outbox table: it migrates the schema,
-// runs a relay that forwards events to asynq or a Redis stream, lists and
-// replays dead events, reports statistics and purges old events.
+// runs a relay that forwards events to asynq or a Redis stream (serving
+// Prometheus metrics with --metrics-addr), shows one event, lists and
+// replays dead events, redelivers published ones, reports statistics and
+// purges old events.
 //
 //	go install github.com/gormoutbox/outbox/cmd/outbox@latest
 //	export OUTBOX_DB=postgres://app@db:5432/app OUTBOX_REDIS=redis://cache:6379/0
@@ -9,6 +11,8 @@
 //	outbox stats
 //	outbox dead list --type order.created
 //	outbox dead replay --all --type order.created --yes
+//	outbox show 0190a5b2-…
+//	outbox redeliver --id 0190a5b2-… --yes
 //
 // Run "outbox help" for the commands and "outbox <command> --help" for
 // their flags.
@@ -20,10 +24,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 )
 
 // command is one subcommand.
@@ -38,6 +47,8 @@ func commands() map[string]command {
 		"relay":         {"run a relay that forwards events to asynq or a Redis stream until SIGINT/SIGTERM", runRelay},
 		"dispatch-once": {"claim and deliver one batch, then exit", runDispatchOnce},
 		"dead":          {"list (dead list) or replay (dead replay) dead events", runDead},
+		"show":          {"print one event: status, attempts, last error, lease, headers, payload", runShow},
+		"redeliver":     {"deliver published (or dead) events again: back to pending (requires --yes)", runRedeliver},
 		"stats":         {"count events per status, the oldest pending age and the live relays", runStats},
 		"purge":         {"delete published events older than an age (dead ones only with --dead)", runPurge},
 	}
@@ -47,6 +58,9 @@ func commands() map[string]command {
 type cli struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// secrets holds the passwords of the addresses the command was given;
+	// stderr is scrubbed of them.
+	secrets *secrets
 }
 
 // usageError is a mistake in the command line: exit status 2.
@@ -58,10 +72,33 @@ func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(f
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], &cli{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
+	c := newCLI(os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	// The drivers' own loggers print to the process's stderr: through the scrubber.
+	_ = mysql.SetLogger(log.New(c.stderr, "[mysql] ", log.LstdFlags))
+	redis.SetLogger(redisLogger{log.New(c.stderr, "redis: ", log.LstdFlags)})
+	code := run(ctx, os.Args[1:], c)
 	stop()
 	os.Exit(code)
 }
+
+// newCLI returns the cli of a command line, its stderr scrubbed of every
+// password found in args and in the environment's addresses.
+func newCLI(args []string, stdout, stderr io.Writer, getenv func(string) string) *cli {
+	s := &secrets{}
+	s.addFrom(getenv("OUTBOX_DB"))
+	s.addFrom(getenv("OUTBOX_REDIS"))
+	for _, a := range args {
+		s.addFrom(a)
+		if name, value, ok := strings.Cut(a, "="); ok && strings.HasPrefix(name, "-") {
+			s.addFrom(value) // --db=…
+		}
+	}
+	return &cli{stdout: stdout, stderr: scrubWriter{w: stderr, s: s}, getenv: getenv, secrets: s}
+}
+
+type redisLogger struct{ l *log.Logger }
+
+func (r redisLogger) Printf(_ context.Context, format string, v ...any) { r.l.Printf(format, v...) }
 
 // run executes one command line and returns the exit status: 0 on
 // success, 1 when the command failed, 2 for a usage error.
@@ -115,6 +152,8 @@ func printUsage(w io.Writer, cmds map[string]command) {
 		fmt.Fprintf(w, "  %-14s %s\n", n, cmds[n].summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Every command takes --db (or OUTBOX_DB): postgres://…, mysql://… or sqlite:path.")
+	fmt.Fprintln(w, dbFormsHelp)
+	fmt.Fprintln(w, "Passwords are never printed.")
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'outbox <command> --help' for its flags.")
 }

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/relay"
+)
+
+// eventJSON is the stable JSON of "outbox show".
+type eventJSON struct {
+	ID            int64             `json:"id"`
+	EventID       string            `json:"event_id"`
+	Type          string            `json:"type"`
+	Version       int               `json:"version"`
+	TenantID      string            `json:"tenant_id"`
+	AggregateType string            `json:"aggregate_type"`
+	AggregateID   string            `json:"aggregate_id"`
+	PartitionKey  string            `json:"partition_key"`
+	Topic         string            `json:"topic"`
+	Status        outbox.Status     `json:"status"`
+	Attempts      int               `json:"attempts"`
+	MaxAttempts   int               `json:"max_attempts"` // 0: the relay's default
+	ClaimVersion  int64             `json:"claim_version"`
+	LockedBy      *string           `json:"locked_by"`
+	LockedUntil   *time.Time        `json:"locked_until"`
+	LastError     *string           `json:"last_error"`
+	CreatedAt     time.Time         `json:"created_at"`
+	AvailableAt   time.Time         `json:"available_at"`
+	PublishedAt   *time.Time        `json:"published_at"`
+	Headers       map[string]string `json:"headers"`
+	// Payload is the payload itself when it is JSON, else a string: the
+	// text, or base64 of bytes that are not UTF-8 (PayloadEncoding says).
+	Payload         any    `json:"payload"`
+	PayloadEncoding string `json:"payload_encoding"` // json, text or base64
+}
+
+func runShow(ctx context.Context, c *cli, args []string) error {
+	f := newFlags(c, "show", "show EVENT_ID [flags]",
+		"Prints one event: its status, attempts, last error (whole), lease owner, claim\n"+
+			"version, timestamps, headers and payload (pretty-printed when it is JSON).").withJSON().withArgs(1, 1, "EVENT_ID")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	db, err := f.open(ctx)
+	if err != nil {
+		return err
+	}
+	e, err := relay.GetEvent(ctx, db, f.args[0])
+	if err != nil {
+		return err
+	}
+	out := toEventJSON(e)
+	if f.json {
+		return writeJSON(c, out)
+	}
+	printEvent(c.stdout, out)
+	return nil
+}
+
+func toEventJSON(e *outbox.OutboxEvent) eventJSON {
+	out := eventJSON{ID: e.ID, EventID: e.EventID, Type: e.Type, Version: e.Version, TenantID: e.TenantID,
+		AggregateType: e.AggregateType, AggregateID: e.AggregateID, PartitionKey: e.PartitionKey, Topic: e.Topic,
+		Status: e.Status, Attempts: e.Attempts, MaxAttempts: e.MaxAttempts, ClaimVersion: e.ClaimVersion,
+		LockedBy: e.LockedBy, LockedUntil: utc(e.LockedUntil), LastError: e.LastError, CreatedAt: e.CreatedAt.UTC(),
+		AvailableAt: e.AvailableAt.UTC(), PublishedAt: utc(e.PublishedAt), Headers: map[string]string{}}
+	if len(e.Headers) > 0 && json.Unmarshal(e.Headers, &out.Headers) != nil {
+		out.Headers = map[string]string{"(undecodable headers)": string(e.Headers)}
+	}
+	switch {
+	case len(e.Payload) > 0 && json.Valid(e.Payload):
+		out.Payload, out.PayloadEncoding = json.RawMessage(e.Payload), "json"
+	case utf8.Valid(e.Payload):
+		out.Payload, out.PayloadEncoding = string(e.Payload), "text"
+	default:
+		out.Payload, out.PayloadEncoding = base64.StdEncoding.EncodeToString(e.Payload), "base64"
+	}
+	return out
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func printEvent(w io.Writer, e eventJSON) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("event id", e.EventID)
+	row("row id", fmt.Sprint(e.ID))
+	row("type", fmt.Sprintf("%s (version %d)", e.Type, e.Version))
+	row("status", string(e.Status))
+	maxAttempts := fmt.Sprint(e.MaxAttempts)
+	if e.MaxAttempts == 0 {
+		maxAttempts = "the relay's default"
+	}
+	row("attempts", fmt.Sprintf("%d (max: %s)", e.Attempts, maxAttempts))
+	row("aggregate", strings.TrimSpace(e.AggregateType+" "+e.AggregateID))
+	row("partition key", e.PartitionKey)
+	row("topic", e.Topic)
+	row("tenant", e.TenantID)
+	row("created at", stamp(&e.CreatedAt))
+	row("available at", stamp(&e.AvailableAt))
+	row("published at", stamp(e.PublishedAt))
+	lease := "none"
+	if e.LockedBy != nil {
+		lease = "held by " + *e.LockedBy + " until " + stamp(e.LockedUntil)
+	}
+	row("lease", lease)
+	row("claim version", fmt.Sprint(e.ClaimVersion))
+	_ = tw.Flush()
+	if e.LastError != nil {
+		fmt.Fprintf(w, "\nlast error:\n%s\n", indent(*e.LastError))
+	}
+	if len(e.Headers) > 0 {
+		fmt.Fprintln(w, "\nheaders:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
+			fmt.Fprintf(tw, "  %s\t%s\n", k, e.Headers[k])
+		}
+		_ = tw.Flush()
+	}
+	fmt.Fprintf(w, "\npayload (%s):\n", e.PayloadEncoding)
+	if raw, ok := e.Payload.(json.RawMessage); ok {
+		var buf bytes.Buffer
+		_ = json.Indent(&buf, raw, "  ", "  ")
+		fmt.Fprintf(w, "  %s\n", buf.String())
+		return
+	}
+	fmt.Fprintln(w, indent(fmt.Sprint(e.Payload)))
+}
+
+func stamp(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
