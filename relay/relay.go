@@ -93,6 +93,7 @@ type Relay struct {
 	analyzing    atomic.Bool
 	lastAnalyze  atomic.Int64 // unix nanoseconds
 	analyzeError atomic.Bool  // ANALYZE was refused once: stop trying
+	late         lateOutcomes // outcomes known but not recorded within their lease
 }
 
 // New returns a Relay that delivers the events of db's outbox table (the

@@ -54,7 +54,7 @@ func (r *Relay) Start(ctx context.Context) error {
 		res, err := r.complete(b)
 		totals.add(res)
 		if err != nil {
-			r.log.Error("recording a batch's outcomes failed; its events will be delivered again once their lease expires", "error", err)
+			r.log.Error("recording a batch's outcomes failed within its lease; this relay records them when it reaches the database again, unless another relay rescues the events first (then they are delivered again)", "error", err)
 		}
 	}
 	overlap := r.drv.concurrentWriters()
@@ -118,10 +118,17 @@ func (r *Relay) Start(ctx context.Context) error {
 	)
 	for ctx.Err() == nil {
 		if now := time.Now(); !now.Before(nextRescue) {
-			if _, err := r.rescue(ctx); err != nil && ctx.Err() == nil {
+			res, err := r.rescue(ctx)
+			totals.add(res)
+			if err != nil && ctx.Err() == nil {
 				r.log.Error("rescue failed", "error", err)
 			}
 			nextRescue = now.Add(rescueEvery)
+			if r.late.len() > 0 {
+				// Outcomes wait to be recorded once their lease expires:
+				// look again soon, before another relay rescues them.
+				nextRescue = now.Add(lateRescueEvery)
+			}
 		}
 		if now := time.Now(); r.cfg.retention > 0 && !now.Before(nextRetention) {
 			n, err := r.cleanup(ctx)
@@ -196,6 +203,10 @@ func (r *Relay) Start(ctx context.Context) error {
 		"failed", totals.failed.Load(), "dead", totals.dead.Load(), "released", totals.released.Load(), "lost", totals.lost.Load())
 	return nil
 }
+
+// lateRescueEvery is how often a relay that holds outcomes it could not
+// record rescues its expired claims.
+const lateRescueEvery = 250 * time.Millisecond
 
 // sleep waits for d, a wake-up or the end of ctx; it reports whether the
 // relay should go on.
