@@ -84,6 +84,21 @@ func (r *Relay) deliverBatch(ctx context.Context, c claimed, unavailableDelay ti
 	return &batch{ctx: bctx, span: span, start: c.start, outs: outs}, unavailable
 }
 
+// maxSnooze bounds the delay an outbox.Snooze asks for.
+const maxSnooze = 24 * time.Hour
+
+// isSnoozed reports whether err asks for a later delivery (outbox.Snooze).
+func isSnoozed(err error) bool {
+	_, ok := outbox.SnoozeDelay(err)
+	return ok
+}
+
+// snoozeDelay is the delay an outbox.Snooze error asks for, bounded.
+func snoozeDelay(err error) time.Duration {
+	d, _ := outbox.SnoozeDelay(err)
+	return min(d, maxSnooze)
+}
+
 // releaseBatch hands a claimed batch back undelivered, without spending
 // attempts, claimable again after delay.
 func (r *Relay) releaseBatch(ctx context.Context, c claimed, delay time.Duration) *batch {

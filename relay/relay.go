@@ -16,9 +16,11 @@ import (
 
 // Publisher delivers one event. It returns nil once the event is delivered
 // (handed to a broker, or handled), outbox.Permanent(err) when delivery can
-// never succeed, outbox.Unavailable(err) when its transport is down, and
-// any other error for a failure worth retrying. The context ends shortly
-// before the relay's lease on the event expires.
+// never succeed, outbox.Unavailable(err) when its transport is down,
+// outbox.Snooze(err, d) when the event cannot be handled yet (deliver it
+// again after d, spending no attempt: for example an idempotency key held
+// by another delivery), and any other error for a failure worth retrying.
+// The context ends shortly before the relay's lease on the event expires.
 //
 // Publish may run concurrently (see WithConcurrency). It may be called
 // again for an event it already delivered (after a crash, or a lost lease):
@@ -62,7 +64,7 @@ type Result struct {
 	// Dead events have no attempts left, or failed permanently.
 	Dead int
 	// Released events were handed back without spending an attempt: the
-	// publisher was unavailable, or the relay was stopping.
+	// publisher was unavailable or snoozed them, or the relay was stopping.
 	Released int
 	// Lost completions were refused because the relay's lease had expired
 	// (another relay may have claimed the events since).
