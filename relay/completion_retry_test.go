@@ -233,3 +233,22 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// A running relay records the outcomes it could not record within their
+// lease as soon as the database takes them again.
+func TestRunningRelayRecordsLateOutcomes(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		var failing atomic.Bool
+		failing.Store(true)
+		failCompletions(t, db, failing.Load)
+		emitN(t, db, 5, event)
+		var delivered atomic.Int64
+		pub := relay.PublisherFunc(func(context.Context, *outbox.Envelope) error { delivered.Add(1); return nil })
+		time.AfterFunc(2500*time.Millisecond, func() { failing.Store(false) }) // longer than the lease
+		runRelays(t, db, 1, pub, 30*time.Second, func() bool { return countStatus(t, db, outbox.StatusPublished) == 5 },
+			relay.WithMaxAttempts(1), relay.WithLease(time.Second), relay.WithBatchSize(2))
+		if n := delivered.Load(); n != 5 {
+			t.Errorf("%d deliveries of 5 events", n)
+		}
+	})
+}

@@ -95,6 +95,9 @@
 // PostgreSQL it also LISTENs on a channel named after the table, NOTIFYed
 // by a trigger when a transaction that inserted events commits, so that an
 // idle relay (polling every 5s) delivers within milliseconds of a commit.
+// LISTEN holds a connection for good: the relay opens one of its own from
+// the dialector's DSN, outside the *gorm.DB pool (see the README on pool
+// sizing).
 // NOTIFY is only a hint: polling remains the fallback, and WithListen(false)
 // turns it off (behind a transaction-pooling PgBouncer).
 //

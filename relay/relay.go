@@ -187,6 +187,10 @@ func (r *Relay) release() {
 // records the outcomes. It returns what the batch did; an error means the
 // database could not be reached or refused a statement (nothing is lost:
 // claimed events not completed become claimable when their lease expires).
+// A failed completion is retried while the batch's lease lasts; outcomes
+// still not recorded are kept, and a later RunOnce or Start of this Relay
+// records them once their lease has expired, unless another relay rescued
+// the events first (see the package documentation, Outcomes).
 func (r *Relay) RunOnce(ctx context.Context) (Result, error) {
 	if err := r.acquire(); err != nil {
 		return Result{}, err
