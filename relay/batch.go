@@ -123,7 +123,9 @@ func (r *Relay) complete(b *batch) (res Result, err error) {
 	applied, settled, err := r.record(ctx, b.outs, b.start.Add(r.cfg.lease))
 	r.account(ctx, b.outs[:settled], applied[:settled], &res)
 	if err != nil {
-		r.late.keep(b.outs[settled:])
+		if full := r.late.keep(b.outs[settled:]); full > 0 {
+			r.log.Warn("too many outcomes wait to be recorded; these are left to the rescue of their expired lease", "events", full)
+		}
 		err = fmt.Errorf("relay: recording the outcomes of %d events: %w", len(b.outs)-settled, err)
 	}
 	r.log.Debug("batch", "claimed", res.Claimed, "published", res.Published, "failed", res.Failed,

@@ -65,18 +65,19 @@ type lateOutcome struct {
 	at time.Time // when it was kept
 }
 
-// keep remembers outs. Payloads are dropped, except for dead events,
-// whose envelope goes to OnDead.
-func (l *lateOutcomes) keep(outs []outcome) {
+// keep remembers outs, and returns how many it could not keep (over
+// maxLate). Payloads are dropped, except for dead events, whose envelope
+// goes to OnDead.
+func (l *lateOutcomes) keep(outs []outcome) (full int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.outs == nil {
 		l.outs = make(map[int64]lateOutcome, len(outs))
 	}
 	now := time.Now()
-	for _, o := range outs {
+	for i, o := range outs {
 		if len(l.outs) >= maxLate {
-			return
+			return len(outs) - i
 		}
 		row := *o.row
 		row.Payload = nil
@@ -86,6 +87,7 @@ func (l *lateOutcomes) keep(outs []outcome) {
 		}
 		l.outs[row.ID] = lateOutcome{o: o, at: now}
 	}
+	return 0
 }
 
 // known returns the late outcome of the claim of row id at claimVersion.

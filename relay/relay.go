@@ -71,6 +71,15 @@ type Result struct {
 	Lost int
 }
 
+// add adds the outcomes of o to r (not its claims).
+func (r *Result) add(o Result) {
+	r.Published += o.Published
+	r.Failed += o.Failed
+	r.Dead += o.Dead
+	r.Released += o.Released
+	r.Lost += o.Lost
+}
+
 // Relay claims committed outbox events and delivers them through a
 // Publisher, at least once. Run many relays against one database: claims
 // never overlap (SKIP LOCKED and conditional updates), leases expire when a

@@ -53,18 +53,34 @@ func (r *Relay) rescue(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("relay: rescuing expired leases: %w", err)
 	}
 	// Late outcomes not found among expired claims when the rescue saw them
-	// all, although their lease has surely ended (kept a lease ago), were
-	// rescued by another relay meanwhile.
+	// all, although their lease has surely ended, were rescued by another
+	// relay meanwhile, or recorded by a statement whose answer was lost.
 	keepFor := r.lateTTL()
 	if len(rows) < rescueLimit {
-		keepFor = r.cfg.lease
+		keepFor = 2*r.cfg.lease + 10*time.Second
 	}
-	for _, o := range r.late.forget(lateIDs, keepFor) {
-		res.Lost++
-		r.log.Warn("an outcome this relay could not record was dropped: its lease was taken over, or the database stayed out of reach",
-			"event_id", o.row.EventID, "event_type", o.row.Type, "attempt", o.row.Attempts, "outcome", o.kind.String())
+	if dropped := r.late.forget(lateIDs, keepFor); len(dropped) > 0 {
+		res.add(r.settleDropped(ctx, dropped))
 	}
 	return res, nil
+}
+
+// settleDropped accounts for late outcomes no longer found among expired
+// claims: recorded after all (a completion whose answer was lost), or lost.
+func (r *Relay) settleDropped(ctx context.Context, outs []outcome) Result {
+	pos := make(map[int64]int, len(outs))
+	for i := range outs {
+		pos[outs[i].row.ID] = i
+	}
+	applied := make([]bool, len(outs))
+	if err := r.confirm(r.db.WithContext(ctx), outs, pos, applied); err != nil {
+		r.log.Warn("checking outcomes this relay could not record failed; counting them lost", "error", err)
+	}
+	isLate := make([]bool, len(outs))
+	for i := range isLate {
+		isLate[i] = true
+	}
+	return r.accountRescue(ctx, outs, applied, isLate)
 }
 
 // lateTTL is how long late outcomes are kept.

@@ -112,23 +112,20 @@ func (r *Relay) Start(ctx context.Context) error {
 		dbErrors       int
 		unavailable    int
 		nextRescue     time.Time
+		lastRescue     time.Time
 		nextRetention  = time.Now().Add(time.Second)
 		rescueEvery    = min(max(r.cfg.lease/2, time.Second), 30*time.Second)
 		retentionEvery = time.Minute
 	)
 	for ctx.Err() == nil {
-		if now := time.Now(); !now.Before(nextRescue) {
+		if now := time.Now(); !now.Before(nextRescue) || (r.late.len() > 0 && now.Sub(lastRescue) >= lateRescueEvery) {
+			lastRescue = now
 			res, err := r.rescue(ctx)
 			totals.add(res)
 			if err != nil && ctx.Err() == nil {
 				r.log.Error("rescue failed", "error", err)
 			}
 			nextRescue = now.Add(rescueEvery)
-			if r.late.len() > 0 {
-				// Outcomes wait to be recorded once their lease expires:
-				// look again soon, before another relay rescues them.
-				nextRescue = now.Add(lateRescueEvery)
-			}
 		}
 		if now := time.Now(); r.cfg.retention > 0 && !now.Before(nextRetention) {
 			n, err := r.cleanup(ctx)
@@ -184,6 +181,9 @@ func (r *Relay) Start(ctx context.Context) error {
 			dbErrors, unavailable = 0, 0
 			wait = idle
 			idle = min(2*idle, r.cfg.pollInterval)
+			if r.late.len() > 0 {
+				wait = min(wait, lateRescueEvery) // record them as soon as their lease expires
+			}
 		}
 		if !sleep(ctx, wait, wake) {
 			break
@@ -205,7 +205,8 @@ func (r *Relay) Start(ctx context.Context) error {
 }
 
 // lateRescueEvery is how often a relay that holds outcomes it could not
-// record rescues its expired claims.
+// record rescues expired claims: its own are recorded with those outcomes
+// as soon as their lease expires, before another relay rescues them.
 const lateRescueEvery = 250 * time.Millisecond
 
 // sleep waits for d, a wake-up or the end of ctx; it reports whether the
