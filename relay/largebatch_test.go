@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -21,7 +22,10 @@ func TestLargestBatchCompletes(t *testing.T) {
 		emitN(t, db, n, event)
 		run := func(pub relay.PublisherFunc) relay.Result {
 			t.Helper()
-			res, err := newRelay(t, db, pub, relay.WithBatchSize(n), relay.WithConcurrency(50)).RunOnce(t.Context())
+			// A long lease: this is about statement limits, not speed, and
+			// the test machine may be slow.
+			res, err := newRelay(t, db, pub, relay.WithBatchSize(n), relay.WithConcurrency(50),
+				relay.WithLease(10*time.Minute)).RunOnce(t.Context())
 			if err != nil {
 				t.Fatalf("RunOnce: %v", err)
 			}
