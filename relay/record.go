@@ -46,8 +46,10 @@ func (r *Relay) record(ctx context.Context, outs []outcome, deadline time.Time) 
 		if err == nil || time.Now().Add(pause).After(deadline) {
 			return applied, settled, err
 		}
-		r.log.Warn("recording outcomes failed; retrying within the lease", "events", len(outs)-settled,
-			"retry_in", pause, "error", err)
+		if try == 0 {
+			r.log.Warn("recording outcomes failed; retrying within the lease", "events", len(outs)-settled,
+				"retry_in", pause, "error", err)
+		}
 		time.Sleep(pause)
 		pause = min(2*pause, recordMaxPause)
 	}
