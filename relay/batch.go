@@ -80,8 +80,23 @@ func (r *Relay) deliverBatch(ctx context.Context, c claimed, unavailableDelay ti
 		unavailableDelay = time.Second
 	}
 	outs := r.deliver(bctx, c.rows, c.start.Add(r.cfg.lease-r.leaseMargin()), unavailableDelay)
-	unavailable := slices.ContainsFunc(outs, func(o outcome) bool { return o.kind == released && o.err != nil })
+	unavailable := slices.ContainsFunc(outs, func(o outcome) bool { return o.kind == released && outbox.IsUnavailable(o.err) })
 	return &batch{ctx: bctx, span: span, start: c.start, outs: outs}, unavailable
+}
+
+// maxSnooze bounds the delay an outbox.Snooze asks for.
+const maxSnooze = 24 * time.Hour
+
+// isSnoozed reports whether err asks for a later delivery (outbox.Snooze).
+func isSnoozed(err error) bool {
+	_, ok := outbox.SnoozeDelay(err)
+	return ok
+}
+
+// snoozeDelay is the delay an outbox.Snooze error asks for, bounded.
+func snoozeDelay(err error) time.Duration {
+	d, _ := outbox.SnoozeDelay(err)
+	return min(d, maxSnooze)
 }
 
 // releaseBatch hands a claimed batch back undelivered, without spending
@@ -95,29 +110,43 @@ func (r *Relay) releaseBatch(ctx context.Context, c claimed, delay time.Duration
 	return &batch{ctx: bctx, span: span, start: c.start, outs: outs}
 }
 
-// complete records the outcomes of b in one statement, even when the
-// relay's context has ended (the batch in hand is finished), and accounts
-// for them: counts, metrics, logs, OnDead.
+// complete records the outcomes of b (in one statement for an ordinary
+// batch), even when the relay's context has ended (the batch in hand is
+// finished), and accounts for them: counts, metrics, logs, OnDead. A
+// failed statement is retried while the batch's lease lasts; outcomes
+// still not recorded then are kept for this relay's next rescue (see
+// lateOutcomes), and complete returns the error.
 func (r *Relay) complete(b *batch) (res Result, err error) {
 	defer func() { endDelivery(b.span, err) }()
 	res.Claimed = len(b.outs)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), max(time.Until(b.start.Add(r.cfg.lease)), 5*time.Second))
-	defer cancel()
-	applied, err := r.apply(cctx, b.outs, fenceMine)
+	ctx := context.WithoutCancel(b.ctx)
+	applied, settled, err := r.record(ctx, b.outs, b.start.Add(r.cfg.lease))
+	r.account(ctx, b.outs[:settled], applied[:settled], &res)
 	if err != nil {
-		return res, fmt.Errorf("relay: recording the outcomes of %d events: %w", len(b.outs), err)
+		if full := r.late.keep(b.outs[settled:]); full > 0 {
+			r.log.Warn("too many outcomes wait to be recorded; these are left to the rescue of their expired lease", "events", full)
+		}
+		err = fmt.Errorf("relay: recording the outcomes of %d events: %w", len(b.outs)-settled, err)
 	}
+	r.log.Debug("batch", "claimed", res.Claimed, "published", res.Published, "failed", res.Failed,
+		"dead", res.Dead, "released", res.Released, "lost", res.Lost, "unrecorded", len(b.outs)-settled,
+		"duration", time.Since(b.start))
+	return res, err
+}
+
+// account counts, logs and reports the outcomes of a completion.
+func (r *Relay) account(ctx context.Context, outs []outcome, applied []bool, res *Result) {
 	now := time.Now()
-	for i := range b.outs {
-		o := &b.outs[i]
+	for i := range outs {
+		o := &outs[i]
 		if !applied[i] {
 			res.Lost++
-			r.inst.lost.Add(cctx, 1, metric.WithAttributes(attrTable.String(r.table)))
+			r.inst.lost.Add(ctx, 1, metric.WithAttributes(attrTable.String(r.table)))
 			r.log.Warn("lease lost before completion; the outcome was not recorded and the event will be delivered again",
 				"event_id", o.row.EventID, "event_type", o.row.Type, "attempt", o.row.Attempts, "outcome", o.kind.String())
 			continue
 		}
-		r.inst.record(cctx, o, r.table, now)
+		r.inst.record(ctx, o, r.table, now)
 		switch o.kind {
 		case published:
 			res.Published++
@@ -127,14 +156,11 @@ func (r *Relay) complete(b *batch) (res Result, err error) {
 				"attempt", o.row.Attempts, "retry_in", o.delay, "error", o.err)
 		case dead:
 			res.Dead++
-			r.died(cctx, o)
+			r.died(ctx, o)
 		case released:
 			res.Released++
 		}
 	}
-	r.log.Debug("batch", "claimed", res.Claimed, "published", res.Published, "failed", res.Failed,
-		"dead", res.Dead, "released", res.Released, "lost", res.Lost, "duration", time.Since(b.start))
-	return res, nil
 }
 
 // analyzeEvery is how often a busy relay refreshes the table's statistics.

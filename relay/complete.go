@@ -2,9 +2,7 @@ package relay
 
 import (
 	"context"
-	"fmt"
 	"strings"
-	"time"
 
 	"gorm.io/gorm"
 
@@ -165,12 +163,33 @@ func errorText(err error) string {
 	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "?")
 }
 
-// apply records outs and returns which of them the fence let through.
-func (r *Relay) apply(ctx context.Context, outs []outcome, f fence) ([]bool, error) {
-	applied := make([]bool, len(outs))
-	if len(outs) == 0 {
-		return applied, nil
+// chunkRows bounds the rows of one completion statement. A row costs at
+// most ten bind parameters (its id in the fence and in each CASE, its
+// values), so a chunk stays well below the smallest limit of the
+// databases (SQLite 32,766 per statement; PostgreSQL and MySQL 65,535),
+// while ordinary batches are recorded in one statement.
+const chunkRows = 1000
+
+// apply records outs, in statements of at most chunkRows rows, and
+// returns which of them the fence let through. On an error it returns the
+// number of leading outcomes that were settled (recorded or refused) before
+// it, with applied telling which; the rest were not tried or not recorded.
+func (r *Relay) apply(ctx context.Context, outs []outcome, f fence, retry bool) (applied []bool, settled int, err error) {
+	applied = make([]bool, len(outs))
+	for settled < len(outs) {
+		n := min(chunkRows, len(outs)-settled)
+		if err := r.applyChunk(ctx, outs[settled:settled+n], f, retry, applied[settled:settled+n]); err != nil {
+			return applied, settled, err
+		}
+		settled += n
 	}
+	return applied, settled, nil
+}
+
+// applyChunk records outs in one statement and sets applied[i] for each
+// outcome the fence let through. retry says that an earlier try of the
+// same outcomes failed.
+func (r *Relay) applyChunk(ctx context.Context, outs []outcome, f fence, retry bool, applied []bool) error {
 	db := r.db.WithContext(ctx)
 	pos := make(map[int64]int, len(outs))
 	for i := range outs {
@@ -180,120 +199,70 @@ func (r *Relay) apply(ctx context.Context, outs []outcome, f fence) ([]bool, err
 		// Several relays may rescue the same rows at once, and without
 		// RETURNING a row's state afterwards cannot tell who changed it:
 		// lock the rows that pass the fence, then update exactly those.
-		return r.applyLocked(ctx, outs, f, pos)
+		return r.applyLocked(ctx, outs, f, pos, applied)
 	}
 	sql, args := r.completion(outs, f)
 	if r.drv.returning() {
 		var ids []int64
 		if err := db.Raw(sql+" RETURNING id", args...).Scan(&ids).Error; err != nil {
-			return nil, err
+			return err
 		}
 		for _, id := range ids {
 			applied[pos[id]] = true
 		}
-		return applied, nil
+		if len(ids) == len(outs) || f != fenceMine || !retry {
+			return nil
+		}
+		// The try before may have committed without its answer reaching
+		// the relay (a connection cut): refused rows may be rows it
+		// recorded.
+		return r.confirm(db, outs, pos, applied)
 	}
 	res := db.Exec(sql, args...)
 	if res.Error != nil {
-		return nil, res.Error
+		return res.Error
 	}
 	if res.RowsAffected == int64(len(outs)) {
 		for i := range applied {
 			applied[i] = true
 		}
-		return applied, nil
+		return nil
 	}
-	// Some were refused: tell which by their state now. A row this update
-	// changed left publishing with the claim_version this relay claimed it
-	// with; only this relay holds that claim, so nobody else can have put
-	// the row in that state. A refused row was rescued or claimed since,
-	// which bumped its claim_version.
+	return r.confirm(db, outs, pos, applied)
+}
+
+// confirm tells, for the outcomes of a completion (fenceMine) not known
+// to be applied, whether they are recorded, by the state of their rows: a
+// row that left publishing with the claim_version this relay claimed it
+// with, in the state its outcome gives, was recorded by this relay, since
+// only this relay holds that claim. A refused row was rescued or claimed
+// since, which bumped its claim_version.
+func (r *Relay) confirm(db *gorm.DB, outs []outcome, pos map[int64]int, applied []bool) error {
 	var now []struct {
 		ID           int64
 		ClaimVersion int64
 		Status       outbox.Status
 	}
-	ids := make([]int64, len(outs))
+	ids := make([]int64, 0, len(outs))
 	for i := range outs {
-		ids[i] = outs[i].row.ID
+		if !applied[i] {
+			ids = append(ids, outs[i].row.ID)
+		}
 	}
 	if err := db.Table(r.table).Select("id, claim_version, status").Where("id IN ?", ids).Scan(&now).Error; err != nil {
-		return nil, err
+		return err
 	}
 	for _, row := range now {
 		i := pos[row.ID]
 		applied[i] = row.ClaimVersion == outs[i].row.ClaimVersion && row.Status == statusAfter(&outs[i])
 	}
-	return applied, nil
-}
-
-// rescue returns events whose lease expired (their relay crashed or
-// stalled) to the table: failed with a backoff, or dead when the claim that
-// expired was their last attempt. A crash spends an attempt, so an event
-// that crashes every relay that delivers it goes dead after its attempts.
-func (r *Relay) rescue(ctx context.Context) (int, error) {
-	var rows []outbox.OutboxEvent
-	b := r.kind.NewBuilder()
-	b.Add("SELECT * FROM " + r.table + " WHERE status = 'publishing' AND locked_until <= ")
-	b.Now()
-	b.Add(" ORDER BY locked_until LIMIT 500")
-	if err := r.db.WithContext(ctx).Raw(b.SQL(), b.Args()...).Scan(&rows).Error; err != nil {
-		return 0, fmt.Errorf("relay: finding expired leases: %w", err)
-	}
-	if len(rows) == 0 {
-		return 0, nil
-	}
-	outs := make([]outcome, len(rows))
-	for i := range rows {
-		row := &rows[i]
-		o := &outs[i]
-		o.row = row
-		holder := ""
-		if row.LockedBy != nil {
-			holder = *row.LockedBy
-		}
-		lost := fmt.Errorf("lease expired: relay %q claimed the event (attempt %d) and recorded no outcome; it crashed or stalled while delivering it", holder, row.Attempts)
-		if row.Attempts >= r.maxAttempts(row) {
-			o.kind = dead
-			o.err = fmt.Errorf("no attempts left (%d of %d): %w", row.Attempts, r.maxAttempts(row), lost)
-		} else {
-			o.kind, o.err, o.delay = failed, lost, r.cfg.backoff(row.Attempts)
-		}
-		o.env, _ = envelope(row)
-	}
-	applied, err := r.apply(ctx, outs, fenceExpired)
-	if err != nil {
-		return 0, fmt.Errorf("relay: rescuing expired leases: %w", err)
-	}
-	n := 0
-	for i, ok := range applied {
-		if !ok {
-			continue
-		}
-		n++
-		o := &outs[i]
-		r.inst.record(ctx, o, r.table, time.Now())
-		r.log.Warn("rescued an event whose lease expired", "event_id", o.row.EventID, "event_type", o.row.Type,
-			"attempt", o.row.Attempts, "locked_by", deref(o.row.LockedBy), "dead", o.kind == dead)
-		if o.kind == dead {
-			r.died(ctx, o)
-		}
-	}
-	return n, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
+	return nil
 }
 
 // applyLocked records outs in a transaction that first locks the rows that
 // pass the fence: it knows exactly which outcomes it applied.
-func (r *Relay) applyLocked(ctx context.Context, outs []outcome, f fence, pos map[int64]int) ([]bool, error) {
-	applied := make([]bool, len(outs))
-	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+func (r *Relay) applyLocked(ctx context.Context, outs []outcome, f fence, pos map[int64]int, applied []bool) error {
+	return r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		b := r.kind.NewBuilder()
 		b.Add("SELECT id FROM " + r.table)
 		r.fenceClause(b, outs, f)
@@ -318,5 +287,4 @@ func (r *Relay) applyLocked(ctx context.Context, outs []outcome, f fence, pos ma
 		}
 		return nil
 	})
-	return applied, err
 }

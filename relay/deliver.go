@@ -169,6 +169,8 @@ func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline
 			o.kind = published
 		case outbox.IsUnavailable(err):
 			o.kind, o.err, o.delay = released, err, unavailableDelay
+		case isSnoozed(err):
+			o.kind, o.err, o.delay = released, err, snoozeDelay(err)
 		case outbox.IsPermanent(err):
 			o.kind, o.err = dead, err
 		case o.row.Attempts >= r.maxAttempts(o.row):

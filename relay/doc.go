@@ -25,7 +25,8 @@
 //
 // It then delivers the batch (WithConcurrency deliveries at once, or one
 // PublishBatch call for a BatchPublisher) and records every outcome in one
-// conditional UPDATE that applies to a row only if it is still publishing,
+// conditional UPDATE (one per 1000 events, within every database's limit
+// of bind parameters) that applies to a row only if it is still publishing,
 // locked by this relay, unexpired, and at the claim_version this relay
 // claimed (its fencing token). A relay that was paused past its lease
 // completes nothing: its outcomes are counted as lost and logged, and the
@@ -46,6 +47,14 @@
 //   - outbox.Unavailable(err): the transport is down. The event, and the
 //     rest of the batch not yet started, go back without spending an
 //     attempt, and the relay backs off (1s doubling to 30s).
+//   - outbox.Snooze(err, d): the event cannot be handled yet (for example
+//     an idempotency key another delivery holds: adapters/inproc snoozes
+//     on idempotency.ErrInProgress). It goes back without spending an
+//     attempt, claimable again after d (at most 24h), with err as its
+//     last_error; the rest of the batch is delivered and the relay does
+//     not back off. Later events of its PartitionKey wait for it. An event
+//     snoozed on every delivery never goes dead. Unavailable takes
+//     precedence over Snooze, and Snooze over Permanent.
 //   - any other error, or a panic: failed, retried after WithBackoff
 //     (exponential with jitter by default); dead once the event's attempts
 //     (Event.MaxAttempts, or WithMaxAttempts) are spent.
@@ -53,6 +62,15 @@
 //     and the next relay rescues the event, counting the lost claim as an
 //     attempt, so an event that crashes every relay goes dead after its
 //     attempts with the reason "lease expired … crashed or stalled".
+//   - outcomes the relay could not record (the database out of reach):
+//     the completion is retried with a backoff while the lease lasts.
+//     Outcomes still not recorded then are kept in memory, and once their
+//     lease has expired the relay's own rescue records them (a delivered
+//     event published, not "lease expired") if no other relay rescued the
+//     event first (it bumps claim_version, and the late outcome is then
+//     refused like any lost lease: the event is delivered again). They are
+//     kept for ten leases (at least ten minutes), and lost if the relay
+//     stops.
 //   - an undecodable row (headers that are not a JSON object): dead.
 //
 // WithOnDead is called once per event that goes dead.
@@ -77,6 +95,9 @@
 // PostgreSQL it also LISTENs on a channel named after the table, NOTIFYed
 // by a trigger when a transaction that inserted events commits, so that an
 // idle relay (polling every 5s) delivers within milliseconds of a commit.
+// LISTEN holds a connection for good: the relay opens one of its own from
+// the dialector's DSN, outside the *gorm.DB pool (see the README on pool
+// sizing).
 // NOTIFY is only a hint: polling remains the fallback, and WithListen(false)
 // turns it off (behind a transaction-pooling PgBouncer).
 //

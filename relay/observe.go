@@ -54,7 +54,7 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	in.published = counter("outbox.events.published", "Events delivered and marked published.")
 	in.failed = counter("outbox.events.failed", "Failed deliveries scheduled for another attempt.")
 	in.dead = counter("outbox.events.dead", "Events marked dead.")
-	in.released = counter("outbox.events.released", "Events handed back without spending an attempt (publisher unavailable, shutdown).")
+	in.released = counter("outbox.events.released", "Events handed back without spending an attempt (publisher unavailable, snoozed, shutdown).")
 	in.lost = counter("outbox.leases.lost", "Outcomes refused because the relay's lease had expired.")
 	if err != nil {
 		return nil, err

@@ -167,8 +167,11 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithOnDead sets a function called once for each event the relay marks
-// dead, after the mark has committed, with the reason. Use it to alert. It
-// may be called from several goroutines at once (deliveries and lease
+// dead, after the mark has committed, with the reason and the envelope as
+// it would be delivered (for an event rescued after its relay crashed, its
+// payload is read back for the call; should that read fail, the envelope
+// comes without its payload, and the failure is logged). Use it to alert.
+// It may be called from several goroutines at once (deliveries and lease
 // rescues), so it must be safe for concurrent use.
 func WithOnDead(f func(ctx context.Context, e *outbox.Envelope, reason error)) Option {
 	return func(c *config) { c.onDead = f }
@@ -182,8 +185,11 @@ func WithRetention(age time.Duration) Option {
 }
 
 // WithListen turns PostgreSQL's LISTEN/NOTIFY wake-up on or off (default
-// on). Turn it off behind a transaction-pooling PgBouncer, where LISTEN
-// does not work; the relay then polls.
+// on). LISTEN runs on a connection of the relay's own, opened from the
+// dialector's DSN; a dialector given an open pool has none, and the relay
+// then takes one connection of that pool for good (or polls, if the pool
+// holds only one). Turn it off behind a transaction-pooling PgBouncer,
+// where LISTEN does not work; the relay then polls.
 func WithListen(on bool) Option {
 	return func(c *config) { c.listen = on }
 }

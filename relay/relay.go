@@ -16,9 +16,11 @@ import (
 
 // Publisher delivers one event. It returns nil once the event is delivered
 // (handed to a broker, or handled), outbox.Permanent(err) when delivery can
-// never succeed, outbox.Unavailable(err) when its transport is down, and
-// any other error for a failure worth retrying. The context ends shortly
-// before the relay's lease on the event expires.
+// never succeed, outbox.Unavailable(err) when its transport is down,
+// outbox.Snooze(err, d) when the event cannot be handled yet (deliver it
+// again after d, spending no attempt: for example an idempotency key held
+// by another delivery), and any other error for a failure worth retrying.
+// The context ends shortly before the relay's lease on the event expires.
 //
 // Publish may run concurrently (see WithConcurrency). It may be called
 // again for an event it already delivered (after a crash, or a lost lease):
@@ -62,11 +64,20 @@ type Result struct {
 	// Dead events have no attempts left, or failed permanently.
 	Dead int
 	// Released events were handed back without spending an attempt: the
-	// publisher was unavailable, or the relay was stopping.
+	// publisher was unavailable or snoozed them, or the relay was stopping.
 	Released int
 	// Lost completions were refused because the relay's lease had expired
 	// (another relay may have claimed the events since).
 	Lost int
+}
+
+// add adds the outcomes of o to r (not its claims).
+func (r *Result) add(o Result) {
+	r.Published += o.Published
+	r.Failed += o.Failed
+	r.Dead += o.Dead
+	r.Released += o.Released
+	r.Lost += o.Lost
 }
 
 // Relay claims committed outbox events and delivers them through a
@@ -93,6 +104,7 @@ type Relay struct {
 	analyzing    atomic.Bool
 	lastAnalyze  atomic.Int64 // unix nanoseconds
 	analyzeError atomic.Bool  // ANALYZE was refused once: stop trying
+	late         lateOutcomes // outcomes known but not recorded within their lease
 }
 
 // New returns a Relay that delivers the events of db's outbox table (the
@@ -184,6 +196,10 @@ func (r *Relay) release() {
 // records the outcomes. It returns what the batch did; an error means the
 // database could not be reached or refused a statement (nothing is lost:
 // claimed events not completed become claimable when their lease expires).
+// A failed completion is retried while the batch's lease lasts; outcomes
+// still not recorded are kept, and a later RunOnce or Start of this Relay
+// records them once their lease has expired, unless another relay rescued
+// the events first (see the package documentation, Outcomes).
 func (r *Relay) RunOnce(ctx context.Context) (Result, error) {
 	if err := r.acquire(); err != nil {
 		return Result{}, err

@@ -54,7 +54,7 @@ func (r *Relay) Start(ctx context.Context) error {
 		res, err := r.complete(b)
 		totals.add(res)
 		if err != nil {
-			r.log.Error("recording a batch's outcomes failed; its events will be delivered again once their lease expires", "error", err)
+			r.log.Error("recording a batch's outcomes failed within its lease; this relay records them when it reaches the database again, unless another relay rescues the events first (then they are delivered again)", "error", err)
 		}
 	}
 	overlap := r.drv.concurrentWriters()
@@ -112,13 +112,17 @@ func (r *Relay) Start(ctx context.Context) error {
 		dbErrors       int
 		unavailable    int
 		nextRescue     time.Time
+		lastRescue     time.Time
 		nextRetention  = time.Now().Add(time.Second)
 		rescueEvery    = min(max(r.cfg.lease/2, time.Second), 30*time.Second)
 		retentionEvery = time.Minute
 	)
 	for ctx.Err() == nil {
-		if now := time.Now(); !now.Before(nextRescue) {
-			if _, err := r.rescue(ctx); err != nil && ctx.Err() == nil {
+		if now := time.Now(); !now.Before(nextRescue) || (r.late.len() > 0 && now.Sub(lastRescue) >= lateRescueEvery) {
+			lastRescue = now
+			res, err := r.rescue(ctx)
+			totals.add(res)
+			if err != nil && ctx.Err() == nil {
 				r.log.Error("rescue failed", "error", err)
 			}
 			nextRescue = now.Add(rescueEvery)
@@ -177,6 +181,9 @@ func (r *Relay) Start(ctx context.Context) error {
 			dbErrors, unavailable = 0, 0
 			wait = idle
 			idle = min(2*idle, r.cfg.pollInterval)
+			if r.late.len() > 0 {
+				wait = min(wait, lateRescueEvery) // record them as soon as their lease expires
+			}
 		}
 		if !sleep(ctx, wait, wake) {
 			break
@@ -196,6 +203,11 @@ func (r *Relay) Start(ctx context.Context) error {
 		"failed", totals.failed.Load(), "dead", totals.dead.Load(), "released", totals.released.Load(), "lost", totals.lost.Load())
 	return nil
 }
+
+// lateRescueEvery is how often a relay that holds outcomes it could not
+// record rescues expired claims: its own are recorded with those outcomes
+// as soon as their lease expires, before another relay rescues them.
+const lateRescueEvery = 250 * time.Millisecond
 
 // sleep waits for d, a wake-up or the end of ctx; it reports whether the
 // relay should go on.

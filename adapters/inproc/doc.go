@@ -21,4 +21,12 @@
 //
 // A replayed dead event skips its succeeded handlers too, as long as
 // their records are kept (idempotency.WithTTL).
+//
+// When a handler's key is held by another delivery of the event (still
+// running, or a relay that crashed in the handler, until the store's lease
+// frees the key), Publish returns outbox.Snooze wrapping
+// idempotency.ErrInProgress: the relay delivers the event again after
+// WithInProgressDelay without spending an attempt. A handler that panics
+// fails (ErrHandlerPanic, retried like any failure); the panic is logged
+// with the handler's name.
 package inproc

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"gorm.io/gorm"
@@ -31,6 +33,15 @@ type TxHandlerFunc func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) er
 // already registered for the type.
 var ErrInvalidHandler = errors.New("inproc: invalid handler")
 
+// ErrHandlerPanic is wrapped by the error of a handler that panicked: the
+// Mux recovers the panic, logs it with the handler's name and stack, and
+// fails that handler's delivery (retried like any other failure).
+var ErrHandlerPanic = errors.New("inproc: handler panicked")
+
+// DefaultInProgressDelay is how long an event waits before it is delivered
+// again when another delivery holds one of its handlers' keys.
+const DefaultInProgressDelay = 5 * time.Second
+
 // maxNameLen keeps "<event id>:<handler name>" within idempotency.MaxKeyLen.
 const maxNameLen = idempotency.MaxHandlerNameLen
 
@@ -44,8 +55,9 @@ type handler struct {
 // relay.Publisher: pass it to relay.New. It is safe for concurrent use;
 // register handlers before the relay starts.
 type Mux struct {
-	store *idempotency.Store
-	log   *slog.Logger
+	store           *idempotency.Store
+	log             *slog.Logger
+	inProgressDelay time.Duration
 
 	mu       sync.RWMutex
 	handlers map[string][]handler
@@ -57,10 +69,23 @@ type Option func(*Mux)
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(m *Mux) { m.log = l } }
 
+// WithInProgressDelay sets how long an event waits before it is delivered
+// again when a handler's idempotency key is held by another delivery of
+// the event (idempotency.ErrInProgress: a delivery still running, or one
+// whose relay crashed, until the store's lease frees the key). Default
+// DefaultInProgressDelay; zero or less keeps the default.
+func WithInProgressDelay(d time.Duration) Option {
+	return func(m *Mux) {
+		if d > 0 {
+			m.inProgressDelay = d
+		}
+	}
+}
+
 // NewMux returns a Mux that records each handler's success in store,
 // keyed by event id and handler name.
 func NewMux(store *idempotency.Store, opts ...Option) *Mux {
-	m := &Mux{store: store, handlers: map[string][]handler{}, log: slog.Default()}
+	m := &Mux{store: store, handlers: map[string][]handler{}, log: slog.Default(), inProgressDelay: DefaultInProgressDelay}
 	for _, o := range opts {
 		o(m)
 	}
@@ -113,7 +138,11 @@ func (m *Mux) add(eventType string, h handler) error {
 // Publish runs every handler of e.Type that has not yet succeeded for e,
 // and implements relay.Publisher. It returns nil when all succeeded (or
 // none is registered), and otherwise the joined errors of those that
-// failed: Permanent only when every failure is.
+// failed: Permanent only when every failure is; and when every failure is
+// a key held by another delivery of the event (idempotency.ErrInProgress),
+// outbox.Snooze, so that the relay delivers the event again after the
+// in-progress delay without spending an attempt. A handler that panics
+// fails with ErrHandlerPanic; the panic is logged with its name.
 func (m *Mux) Publish(ctx context.Context, e *outbox.Envelope) error {
 	m.mu.RLock()
 	hs := m.handlers[e.Type]
@@ -127,18 +156,12 @@ func (m *Mux) Publish(ctx context.Context, e *outbox.Envelope) error {
 		err  error
 	}
 	var failures []failure
-	permanent := true
+	permanent, inProgress := true, true
 	for _, h := range hs {
-		key := idempotency.HandlerKey(e.ID, h.name)
-		var err error
-		if h.tx != nil {
-			err = m.store.DoTx(ctx, key, func(tx *gorm.DB) error { return h.tx(ctx, tx, e) })
-		} else {
-			err = m.store.Do(ctx, key, func(ctx context.Context) error { return h.fn(ctx, e) })
-		}
-		if err != nil {
+		if err := m.run(ctx, h, e); err != nil {
 			failures = append(failures, failure{h.name, err})
 			permanent = permanent && outbox.IsPermanent(err)
+			inProgress = inProgress && errors.Is(err, idempotency.ErrInProgress)
 		}
 	}
 	if len(failures) == 0 {
@@ -156,7 +179,10 @@ func (m *Mux) Publish(ctx context.Context, e *outbox.Envelope) error {
 		}
 	}
 	err := errors.Join(errs...)
-	if permanent {
+	switch {
+	case inProgress:
+		return outbox.Snooze(err, m.inProgressDelay)
+	case permanent:
 		return outbox.Permanent(err)
 	}
 	return err
@@ -172,4 +198,29 @@ func (m *Mux) Describe() string {
 		return "inproc, no handlers"
 	}
 	return "inproc handlers of " + strings.Join(types, ", ")
+}
+
+// run runs one handler of e under its idempotency key.
+func (m *Mux) run(ctx context.Context, h handler, e *outbox.Envelope) error {
+	key := idempotency.HandlerKey(e.ID, h.name)
+	if h.tx != nil {
+		return m.store.DoTx(ctx, key, func(tx *gorm.DB) error {
+			return m.call(h.name, e, func() error { return h.tx(ctx, tx, e) })
+		})
+	}
+	return m.store.Do(ctx, key, func(ctx context.Context) error {
+		return m.call(h.name, e, func() error { return h.fn(ctx, e) })
+	})
+}
+
+// call calls fn, turning a panic into an error naming the handler.
+func (m *Mux) call(name string, e *outbox.Envelope, fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrHandlerPanic, p)
+			m.log.Error("handler panicked", "handler", name, "event_id", e.ID, "event_type", e.Type,
+				"panic", p, "stack", string(debug.Stack()))
+		}
+	}()
+	return fn()
 }

@@ -1,0 +1,178 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/gormoutbox/outbox"
+)
+
+// rescueColumns are what a rescue reads of an expired row: everything an
+// envelope needs but the payload, which a rescue does not deliver. The
+// payloads of the rows that go dead are read afterwards for OnDead.
+const rescueColumns = "id, event_id, type, version, tenant_id, aggregate_type, aggregate_id, partition_key, topic, headers, attempts, max_attempts, claim_version, locked_by, available_at, created_at"
+
+// rescueLimit bounds the rows one rescue handles.
+const rescueLimit = 500
+
+// rescue returns events whose lease expired (their relay crashed or
+// stalled) to the table: failed with a backoff, or dead when the claim that
+// expired was their last attempt. A crash spends an attempt, so an event
+// that crashes every relay that delivers it goes dead after its attempts.
+//
+// An expired claim of this relay whose outcome it knows but could not
+// record in time (see lateOutcomes) gets that outcome instead.
+func (r *Relay) rescue(ctx context.Context) (Result, error) {
+	var rows []outbox.OutboxEvent
+	b := r.kind.NewBuilder()
+	b.Add("SELECT " + rescueColumns + " FROM " + r.table + " WHERE status = 'publishing' AND locked_until <= ")
+	b.Now()
+	b.Add(fmt.Sprintf(" ORDER BY locked_until LIMIT %d", rescueLimit))
+	if err := r.db.WithContext(ctx).Raw(b.SQL(), b.Args()...).Scan(&rows).Error; err != nil {
+		return Result{}, fmt.Errorf("relay: finding expired leases: %w", err)
+	}
+	outs := make([]outcome, len(rows))
+	isLate := make([]bool, len(rows))
+	var lateIDs []int64
+	for i := range rows {
+		row := &rows[i]
+		if o, ok := r.late.known(row.ID, row.ClaimVersion); ok && deref(row.LockedBy) == r.cfg.workerID {
+			o.row = row
+			outs[i], isLate[i] = o, true
+			lateIDs = append(lateIDs, row.ID)
+			continue
+		}
+		outs[i] = r.expiredOutcome(row)
+	}
+	applied, settled, err := r.apply(ctx, outs, fenceExpired, false)
+	res := r.accountRescue(ctx, outs[:settled], applied[:settled], isLate[:settled])
+	if err != nil {
+		return res, fmt.Errorf("relay: rescuing expired leases: %w", err)
+	}
+	// Late outcomes not found among expired claims when the rescue saw them
+	// all, although their lease has surely ended, were rescued by another
+	// relay meanwhile, or recorded by a statement whose answer was lost.
+	keepFor := r.lateTTL()
+	if len(rows) < rescueLimit {
+		keepFor = 2*r.cfg.lease + 10*time.Second
+	}
+	if dropped := r.late.forget(lateIDs, keepFor); len(dropped) > 0 {
+		res.add(r.settleDropped(ctx, dropped))
+	}
+	return res, nil
+}
+
+// settleDropped accounts for late outcomes no longer found among expired
+// claims: recorded after all (a completion whose answer was lost), or lost.
+func (r *Relay) settleDropped(ctx context.Context, outs []outcome) Result {
+	pos := make(map[int64]int, len(outs))
+	for i := range outs {
+		pos[outs[i].row.ID] = i
+	}
+	applied := make([]bool, len(outs))
+	if err := r.confirm(r.db.WithContext(ctx), outs, pos, applied); err != nil {
+		r.log.Warn("checking outcomes this relay could not record failed; counting them lost", "error", err)
+	}
+	isLate := make([]bool, len(outs))
+	for i := range isLate {
+		isLate[i] = true
+	}
+	return r.accountRescue(ctx, outs, applied, isLate)
+}
+
+// lateTTL is how long late outcomes are kept.
+func (r *Relay) lateTTL() time.Duration { return max(10*r.cfg.lease, 10*time.Minute) }
+
+// expiredOutcome is the outcome of a claim that expired without one.
+func (r *Relay) expiredOutcome(row *outbox.OutboxEvent) outcome {
+	o := outcome{row: row}
+	lost := fmt.Errorf("lease expired: relay %q claimed the event (attempt %d) and recorded no outcome; it crashed or stalled while delivering it",
+		deref(row.LockedBy), row.Attempts)
+	if row.Attempts >= r.maxAttempts(row) {
+		o.kind = dead
+		o.err = fmt.Errorf("no attempts left (%d of %d): %w", row.Attempts, r.maxAttempts(row), lost)
+	} else {
+		o.kind, o.err, o.delay = failed, lost, r.cfg.backoff(row.Attempts)
+	}
+	o.env, _ = envelope(row)
+	return o
+}
+
+// accountRescue counts, logs and reports the outcomes a rescue recorded.
+func (r *Relay) accountRescue(ctx context.Context, outs []outcome, applied, isLate []bool) Result {
+	var res Result
+	r.withPayloads(ctx, outs, applied)
+	now := time.Now()
+	for i := range outs {
+		o := &outs[i]
+		switch {
+		case !applied[i] && isLate[i]:
+			res.Lost++
+			r.inst.lost.Add(ctx, 1, metric.WithAttributes(attrTable.String(r.table)))
+			r.log.Warn("lease lost before a late completion; the outcome was not recorded and the event will be delivered again",
+				"event_id", o.row.EventID, "event_type", o.row.Type, "attempt", o.row.Attempts, "outcome", o.kind.String())
+			continue
+		case !applied[i]: // another relay rescued it first
+			continue
+		case isLate[i]:
+			r.log.Info("recorded an outcome after its lease expired (the database was out of reach)",
+				"event_id", o.row.EventID, "event_type", o.row.Type, "attempt", o.row.Attempts, "outcome", o.kind.String())
+		default:
+			r.log.Warn("rescued an event whose lease expired", "event_id", o.row.EventID, "event_type", o.row.Type,
+				"attempt", o.row.Attempts, "locked_by", deref(o.row.LockedBy), "dead", o.kind == dead)
+		}
+		r.inst.record(ctx, o, r.table, now)
+		switch o.kind {
+		case published:
+			res.Published++
+		case failed:
+			res.Failed++
+		case released:
+			res.Released++
+		case dead:
+			res.Dead++
+			r.died(ctx, o)
+		}
+	}
+	return res
+}
+
+// withPayloads reads the payloads of the rescued events that went dead,
+// for OnDead: a rescue reads no payloads otherwise.
+func (r *Relay) withPayloads(ctx context.Context, outs []outcome, applied []bool) {
+	if r.cfg.onDead == nil {
+		return
+	}
+	byID := map[int64]*outbox.Envelope{}
+	var ids []int64
+	for i := range outs {
+		if o := &outs[i]; applied[i] && o.kind == dead && o.env != nil && o.env.Payload == nil {
+			byID[o.row.ID] = o.env
+			ids = append(ids, o.row.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	var rows []struct {
+		ID      int64
+		Payload []byte
+	}
+	if err := r.db.WithContext(ctx).Table(r.table).Select("id, payload").Where("id IN ?", ids).Scan(&rows).Error; err != nil {
+		r.log.Warn("reading the payloads of dead events for OnDead failed; it gets them without", "error", err)
+		return
+	}
+	for _, row := range rows {
+		byID[row.ID].Payload = row.Payload
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
