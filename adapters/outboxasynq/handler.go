@@ -131,7 +131,7 @@ func (h *handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		))
 	defer span.End()
 
-	err = h.fn(ctx, e)
+	err = h.fn(withEnvelope(ctx, t, e), e)
 	if err == nil {
 		return nil
 	}
