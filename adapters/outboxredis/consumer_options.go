@@ -134,12 +134,14 @@ func WithHandlerTimeout(d time.Duration) ConsumerOption {
 	}
 }
 
-// WithMaxDeliveries sets how many times a message is handled at most
+// WithMaxDeliveries sets how many times a message's handler runs at most
 // (default 10, at least 1). Delivered once more, by a retry or a claim,
 // it is dead without running the handler: acknowledged, logged at error
 // level, added to the dead-letter stream if any, and passed to the OnDead
-// callback. Redis counts deliveries, so a message whose consumers crash
-// while handling it goes dead too.
+// callback. Runs that end in outbox.Unavailable or
+// idempotency.ErrInProgress, and deliveries that never reached the
+// handler, do not count; a delivery cut short by a crash of its consumer
+// does (see the package documentation).
 func WithMaxDeliveries(n int) ConsumerOption {
 	return func(c *consumerConfig) {
 		if n < 1 {
