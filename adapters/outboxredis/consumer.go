@@ -43,6 +43,7 @@ type Consumer struct {
 	// Used by Run's goroutine only:
 	cursor  string          // XAUTOCLAIM's next start
 	waiting map[string]bool // own pending messages waiting for their predecessor (WithKeyOrder)
+	acked   map[string]bool // entries this consumer acknowledged lately (WithKeyOrder)
 }
 
 // NewConsumer returns a Consumer named consumer in the group of stream,
@@ -103,6 +104,7 @@ func NewConsumer(rdb redis.UniversalClient, stream, group, consumer string, h Ha
 		prop:       propagation.TraceContext{},
 		cursor:     "0-0",
 		waiting:    map[string]bool{},
+		acked:      map[string]bool{},
 		excusedKey: ExcusedKey(stream, group),
 	}
 }

@@ -110,5 +110,6 @@ func (c *Consumer) ack(ctx context.Context, id string, attrs []any) bool {
 		c.log.Warn("outboxredis: XACK failed; the message will be delivered again", append(attrs, "error", err)...)
 		return false
 	}
+	c.remember(id)
 	return true
 }
