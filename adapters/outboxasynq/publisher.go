@@ -30,7 +30,9 @@ const DefaultQueue = "default"
 //   - into the queue named by the event's Topic (or WithQueue's; asynq's
 //     "default" queue when empty),
 //   - with the event id as its asynq TaskID, and WithMaxRetry, WithTimeout,
-//     WithRetention (default DefaultRetention) and WithTaskOptions.
+//     WithRetention (default DefaultRetention) and WithTaskOptions,
+//   - and, WithKeyChain, for an event with a PartitionKey, headers naming
+//     the task enqueued before it for that key (see KeyOrder).
 //
 // Delivery to asynq is at least once and, within the retention, at most
 // one task per event: a redelivered event whose task still exists gets
