@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxredis"
 	"github.com/gormoutbox/outbox/internal/testenv"
@@ -162,9 +164,15 @@ func TestKeyOrderAcrossConsumers(t *testing.T) {
 	for _, w := range want {
 		wantEffects += len(w)
 	}
-	eventually(t, 60*time.Second, "every event settled", func() bool {
-		return log.count() >= wantEffects && len(dead.reasons()) >= keys*perKey-wantEffects && settled(t, rdb, stream, "g")
-	})
+	deadline := time.Now().Add(2 * time.Minute)
+	for !(log.count() >= wantEffects && len(dead.reasons()) >= keys*perKey-wantEffects && settled(t, rdb, stream, "g")) {
+		if time.Now().After(deadline) {
+			p, _ := rdb.XPendingExt(t.Context(), &redis.XPendingExtArgs{Stream: stream, Group: "g", Start: "-", End: "+", Count: 20}).Result()
+			t.Fatalf("timed out: %d of %d effects, %d dead, %d published; pending %+v",
+				log.count(), wantEffects, len(dead.reasons()), countStatus(t, db, outbox.StatusPublished), p)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	log.check(t, want)
 	if got := dead.reasons(); len(got) != keys*perKey-wantEffects {
 		t.Errorf("dead: %v, want the %d poisoned events", got, keys*perKey-wantEffects)
