@@ -55,8 +55,8 @@ func (c *Consumer) process(ctx context.Context, m redis.XMessage, deliveries, ex
 	}
 	attempt := max(deliveries-excused, 1)
 	if attempt > c.cfg.maxDeliveries {
-		c.dead(ctx, m, env, deliveries, fmt.Errorf("%w: handled %d times (delivered %d), at most %d are",
-			ErrTooManyDeliveries, attempt-1, deliveries-1, c.cfg.maxDeliveries))
+		c.dead(ctx, m, env, deliveries, fmt.Errorf("%w: %d counted runs without success, the most allowed (%d); delivered %d times before",
+			ErrTooManyDeliveries, attempt-1, c.cfg.maxDeliveries, deliveries-1))
 		return false
 	}
 	d := Delivery{Stream: c.stream, Group: c.group, Consumer: c.name, EntryID: m.ID,
