@@ -29,4 +29,21 @@
 // WithInProgressDelay without spending an attempt. A handler that panics
 // fails (ErrHandlerPanic, retried like any failure); the panic is logged
 // with the handler's name.
+//
+// HandlerOf and TxHandlerOf adapt a function of the payload decoded into a
+// Go type, with the envelope in its context (EnvelopeFrom):
+//
+//	mux.Handle("order.created", "send-receipt", inproc.HandlerOf(func(ctx context.Context, o Order) error { … }))
+//
+// A payload that does not decode into the type fails with ErrBadPayload,
+// marked outbox.Permanent: the event is dead in the outbox at once
+// (unless another handler of its type failed and can succeed on a retry).
+//
+// Unlike the asynq and Redis adapters, whose consumers run after the
+// relay's work is done, the handlers here run inside the relay's delivery:
+// a handler's failure is the event's (retried with the relay's backoff,
+// dead in the outbox after its attempts, listed by `outbox dead list`),
+// the envelope's Attempt counts the deliveries to the handlers, and the
+// events of one PartitionKey reach the handlers one at a time, in commit
+// order.
 package inproc

@@ -50,11 +50,7 @@
 //
 //	mux := asynq.NewServeMux()
 //	mux.Use(outboxasynq.IdempotentTx(store, "stats"))
-//	mux.Handle("order.created", outboxasynq.Handler(func(ctx context.Context, e *outbox.Envelope) error {
-//		var o Order
-//		if err := e.Unmarshal(&o); err != nil {
-//			return outbox.Permanent(err) // archived, not retried
-//		}
+//	mux.Handle("order.created", outboxasynq.HandlerOf(func(ctx context.Context, o Order) error {
 //		return outboxasynq.Tx(ctx).Exec("UPDATE stats SET orders = orders + 1").Error
 //	}))
 //	srv := asynq.NewServer(redisOpt, asynq.Config{Queues: map[string]int{"orders": 1}, IsFailure: outboxasynq.IsFailure})
@@ -64,7 +60,10 @@
 // asynq.SkipRetry), continues the event's trace in a consumer span
 // (WithTracerProvider) whose parent is the relay's delivery span, or the
 // span that emitted the event, and maps outbox.Permanent to
-// asynq.SkipRetry.
+// asynq.SkipRetry. HandlerOf does the same for a function of the payload
+// decoded into a Go type; a payload that does not decode is archived
+// (ErrBadPayload). The handler's context carries the envelope
+// (EnvelopeFrom) and asynq's view of the task (DeliveryFrom).
 //
 // Idempotent skips a task whose event already succeeded for the named
 // handler and records the success otherwise, under
@@ -73,5 +72,54 @@
 // out by Tx, in which the record commits: writes to that database then
 // happen exactly once, whatever asynq retries and the relay redelivers.
 // IsFailure keeps outages and in-progress duplicates from spending a
-// task's retries.
+// task's retries (but asynq archives a task on its last attempt whatever
+// the error: see IsFailure).
+//
+// # Archived here is not dead in the outbox
+//
+// The relay's work ends when the task is in asynq: the outbox event is
+// then published, whatever the handlers do. A handler's outbox.Permanent,
+// or a task whose retries are spent, archives the asynq task: the outbox
+// row stays published, the relay's dead letters (`outbox dead list`,
+// relay.ListDead) do not show it, and it is inspected and run again with
+// asynq's tools (asynq.Inspector, the asynq CLI or asynqmon). Likewise
+// outbox.Envelope.Attempt counts the relay's attempts to enqueue the
+// event (1 unless the enqueue failed), not asynq's retries: a handler
+// reads those with DeliveryFrom (Delivery.Retried, Delivery.MaxRetry,
+// Delivery.LastAttempt).
+//
+// # Key order
+//
+// The relay enqueues the events of one PartitionKey one at a time in their
+// commit order, but that order ends at asynq: its workers run tasks
+// concurrently, and a failed task is retried after later ones. For the
+// tasks of a key run one at a time, in order, publish WithKeyChain and run
+// the handlers under KeyOrder:
+//
+//	pub := outboxasynq.NewPublisher(client, outboxasynq.WithKeyChain(rdb))
+//
+//	mux.Use(outboxasynq.KeyOrder(rdb, time.Second)) // first
+//	mux.Use(outboxasynq.IdempotentTx(store, "stats"))
+//	srv := asynq.NewServer(redisOpt, asynq.Config{
+//		IsFailure:                outboxasynq.IsFailure,
+//		RetryDelayFunc:           outboxasynq.RetryDelay(nil),
+//		DelayedTaskCheckInterval: 200 * time.Millisecond,
+//	})
+//
+// Each keyed task then names the task enqueued before it for its key,
+// and KeyOrder runs a task only once that predecessor completed or was
+// archived (or asynq no longer holds it); otherwise the task waits in its
+// worker for a while, then is retried without counting as a failure.
+// Keys are independent; tasks without a key run as usual; the chain spans
+// queues (each must be served).
+//
+// The trade-offs: a key whose task fails waits for its retries (asynq's
+// RetryDelayFunc) and goes on once it completes or is archived, so an
+// archived task is skipped, not waited for, and running it again later
+// runs it after its successors; a waiting task holds a worker for up to
+// KeyOrder's wait, and then waits at least DelayedTaskCheckInterval; each
+// keyed task costs two Redis round trips more to enqueue and one or more
+// to start. asynq's own features do not give this order: Group aggregates
+// tasks into one, Unique drops duplicates, and a queue per key with one
+// worker still retries a failed task after the next.
 package outboxasynq

@@ -16,4 +16,9 @@ var (
 	// receives a task whose payload is not an outbox envelope, in which
 	// case the error also wraps asynq.SkipRetry and outbox.ErrInvalidEnvelope.
 	ErrInvalidTask = errors.New("outboxasynq: invalid task")
+
+	// ErrPredecessorPending is wrapped by the error of a task that KeyOrder
+	// did not run because the task before it of the same partition key is
+	// not done yet. IsFailure does not count it; RetryDelay retries it soon.
+	ErrPredecessorPending = errors.New("outboxasynq: the previous task of the partition key is not done")
 )

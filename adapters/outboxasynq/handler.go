@@ -24,7 +24,9 @@ const ScopeName = "github.com/gormoutbox/outbox/adapters/outboxasynq"
 // decides the task's fate: nil completes it; outbox.Permanent(err)
 // archives it at once (asynq.SkipRetry); any other error lets asynq retry
 // it, up to the task's MaxRetry (see IsFailure for errors that should not
-// count).
+// count). An archived task is asynq's business: the outbox event stays
+// published. The envelope's Attempt is the relay's count; asynq's is in
+// DeliveryFrom(ctx).
 type HandlerFunc func(ctx context.Context, e *outbox.Envelope) error
 
 type handlerConfig struct {
@@ -131,7 +133,7 @@ func (h *handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		))
 	defer span.End()
 
-	err = h.fn(ctx, e)
+	err = h.fn(withEnvelope(ctx, t, e), e)
 	if err == nil {
 		return nil
 	}

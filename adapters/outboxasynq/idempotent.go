@@ -130,12 +130,19 @@ func mustIdempotent(fn string, store *idempotency.Store, name string) {
 
 // IsFailure is meant for asynq.Config.IsFailure: it reports whether a
 // handler's error should count against the task's MaxRetry. Errors marked
-// outbox.Unavailable (the handler's own dependency is down) and
+// outbox.Unavailable (the handler's own dependency is down),
 // idempotency.ErrInProgress (another delivery of the event is running)
-// are retried by asynq without counting, so that an outage does not
-// archive tasks; every other non-nil error counts.
+// and ErrPredecessorPending (KeyOrder: the task before it of its key is
+// not done) are retried by asynq without counting; every other non-nil
+// error counts.
 //
 //	srv := asynq.NewServer(redisOpt, asynq.Config{IsFailure: outboxasynq.IsFailure})
+//
+// asynq asks IsFailure only while the task has retries left: on its last
+// attempt (Delivery.LastAttempt; every attempt with WithMaxRetry(0)) any
+// error archives it. So an outage can archive a task only on an attempt
+// that follows MaxRetry real failures, or when MaxRetry is 0.
 func IsFailure(err error) bool {
-	return err != nil && !outbox.IsUnavailable(err) && !errors.Is(err, idempotency.ErrInProgress)
+	return err != nil && !outbox.IsUnavailable(err) && !errors.Is(err, idempotency.ErrInProgress) &&
+		!errors.Is(err, ErrPredecessorPending)
 }

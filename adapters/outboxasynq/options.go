@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/gormoutbox/outbox"
 )
@@ -51,7 +52,9 @@ type publisherConfig struct {
 	retention time.Duration
 	extra     func(*outbox.Envelope) []asynq.Option
 	logger    *slog.Logger
-	errs      []error
+	// chainRedis is the Redis of WithKeyChain.
+	chainRedis redis.UniversalClient
+	errs       []error
 }
 
 func defaultPublisherConfig() publisherConfig {
@@ -184,3 +187,22 @@ func (o loggerOption) applyHandler(c *handlerConfig) {
 // level. Payloads are never logged. A nil logger is reported by
 // Publisher.Validate, and makes Handler panic.
 func WithLogger(l *slog.Logger) SharedOption { return loggerOption{l} }
+
+// WithKeyChain makes the task of every event with a PartitionKey name the
+// task enqueued before it for the same key (HeaderAfterQueue and
+// HeaderAfterID), so that a server whose handlers run under KeyOrder runs
+// the tasks of a key one at a time, in order. rdb must be the Redis of
+// asynq (the Publisher reads the tasks it enqueued there): the Publisher
+// keeps each key's last task under ChainKey for KeyChainTTL, recorded
+// after its task is enqueued, so that an event that is never enqueued
+// (dead in the relay) holds up no one. The relay enqueues the events of a
+// key one at a time in their commit order; each costs two more Redis round
+// trips. Events without a key are enqueued as usual.
+func WithKeyChain(rdb redis.UniversalClient) Option {
+	return publisherOption(func(c *publisherConfig) {
+		if rdb == nil {
+			c.fail("key chain redis client is nil")
+		}
+		c.chainRedis = rdb
+	})
+}

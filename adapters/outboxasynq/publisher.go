@@ -30,7 +30,9 @@ const DefaultQueue = "default"
 //   - into the queue named by the event's Topic (or WithQueue's; asynq's
 //     "default" queue when empty),
 //   - with the event id as its asynq TaskID, and WithMaxRetry, WithTimeout,
-//     WithRetention (default DefaultRetention) and WithTaskOptions.
+//     WithRetention (default DefaultRetention) and WithTaskOptions,
+//   - and, WithKeyChain, for an event with a PartitionKey, headers naming
+//     the task enqueued before it for that key (see KeyOrder).
 //
 // Delivery to asynq is at least once and, within the retention, at most
 // one task per event: a redelivered event whose task still exists gets
@@ -40,6 +42,7 @@ const DefaultQueue = "default"
 type Publisher struct {
 	client  *asynq.Client
 	cfg     publisherConfig
+	chain   *chain // WithKeyChain
 	invalid error
 }
 
@@ -58,7 +61,11 @@ func NewPublisher(client *asynq.Client, opts ...Option) *Publisher {
 		}
 		o.applyPublisher(&cfg)
 	}
-	return &Publisher{client: client, cfg: cfg, invalid: errors.Join(cfg.errs...)}
+	p := &Publisher{client: client, cfg: cfg, invalid: errors.Join(cfg.errs...)}
+	if cfg.chainRedis != nil {
+		p.chain = &chain{rdb: cfg.chainRedis, insp: asynq.NewInspectorFromRedisClient(cfg.chainRedis)}
+	}
+	return p
 }
 
 // Validate reports the Publisher's configuration errors, each wrapping
@@ -91,6 +98,9 @@ func (p *Publisher) Publish(ctx context.Context, e *outbox.Envelope) error {
 	if err != nil {
 		return err
 	}
+	if p.chain != nil && e.PartitionKey != "" {
+		return p.publishChained(ctx, e, task, opts, queue)
+	}
 	_, err = p.client.EnqueueContext(ctx, task, opts...)
 	switch {
 	case err == nil:
@@ -100,7 +110,14 @@ func (p *Publisher) Publish(ctx context.Context, e *outbox.Envelope) error {
 			"event_id", e.ID, "event_type", e.Type, "queue", queue)
 		return nil
 	}
-	down := redisDown(ctx, err) // classified on asynq's own error, before ours names the event
+	return p.failed(ctx, e, queue, err)
+}
+
+// failed names the event and queue in err, an error of Redis or asynq,
+// and marks it outbox.Unavailable when Redis is unreachable or cannot
+// take writes.
+func (p *Publisher) failed(ctx context.Context, e *outbox.Envelope, queue string, err error) error {
+	down := redisDown(ctx, err) // classified on the original error, before ours names the event
 	err = fmt.Errorf("outboxasynq: enqueueing event %s (%s) into queue %q: %w", e.ID, e.Type, queue, err)
 	if down {
 		p.cfg.logger.DebugContext(ctx, "redis unavailable", "event_id", e.ID, "queue", queue, "error", err)

@@ -3,22 +3,33 @@ package outboxredis
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// recoverPending delivers again the messages this consumer left pending
-// (failed, or taken before a restart) once idle for the retry delay, then
-// claims with XAUTOCLAIM the messages of any consumer of the group idle for
-// the min idle time, and handles them. It reports whether there may be
-// more to claim at once (a claim came back full), and whether a handler said its transport is
-// unavailable.
+// recoverPending delivers again, one at a time, the messages this consumer
+// left pending (failed, excused, or taken before a restart) once idle for
+// the retry delay, then adopts with XAUTOCLAIM … JUSTID the messages of
+// any consumer of the group idle for the min idle time (they are retried
+// here after the retry delay). It reports whether there may be more to
+// claim at once, and whether a handler said its transport is unavailable.
 func (c *Consumer) recoverPending(ctx context.Context) (more, unavailable bool, err error) {
 	more, unavailable, err = c.retryOwn(ctx)
 	if err != nil || unavailable || ctx.Err() != nil {
 		return more, unavailable, err
 	}
-	msgs, next, err := c.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+	adopted, err := c.adopt(ctx)
+	return more || adopted, false, err
+}
+
+// adopt makes this consumer the owner of messages of the group idle for
+// the min idle time (a consumer that died, or a restart under another
+// name), without counting a delivery (JUSTID): retryOwn delivers them, one
+// at a time, so that what is never handed to the handler is never
+// counted. It reports whether the claim came back full.
+func (c *Consumer) adopt(ctx context.Context) (full bool, err error) {
+	got, next, err := c.rdb.XAutoClaimJustID(ctx, &redis.XAutoClaimArgs{
 		Stream:   c.stream,
 		Group:    c.group,
 		Consumer: c.name,
@@ -27,79 +38,69 @@ func (c *Consumer) recoverPending(ctx context.Context) (more, unavailable bool, 
 		Count:    c.cfg.count,
 	}).Result()
 	if err != nil {
-		return more, false, fmt.Errorf("outboxredis: XAUTOCLAIM %s: %w", c.stream, err)
+		return false, fmt.Errorf("outboxredis: XAUTOCLAIM %s: %w", c.stream, err)
 	}
 	c.cursor = next
-	// A full claim may have left more behind; otherwise the cursor goes on
-	// scanning at the next claim interval.
-	more = more || int64(len(msgs)) == c.cfg.count
-	if len(msgs) == 0 {
-		return more, false, nil
+	if len(got) > 0 {
+		c.log.Info("outboxredis: adopted messages idle too long; retrying them here", "messages", len(got), "min_idle", c.cfg.minIdle)
 	}
-	c.log.Info("outboxredis: claimed messages idle too long", "messages", len(msgs), "min_idle", c.cfg.minIdle)
-	counts, err := c.deliveryCounts(ctx, msgs)
-	if err != nil {
-		return more, false, err
-	}
-	return more, c.processAll(ctx, msgs, counts), nil
+	return int64(len(got)) == c.cfg.count, nil
 }
 
-// retryOwn takes back this consumer's messages pending for the retry delay
-// (XPENDING … IDLE, then XCLAIM, which bumps their delivery counts) and
-// handles them.
+// retryOwn takes this consumer's pending messages that are due, in entry
+// order, and claims and handles them one at a time (XCLAIM counts a
+// delivery only for the message about to be handled), stopping when a
+// handler reports its transport unavailable. A message is due once idle
+// for the retry delay, or, in key order, once its predecessor is done.
 func (c *Consumer) retryOwn(ctx context.Context) (more, unavailable bool, err error) {
+	idle := c.cfg.retryDelay
+	if len(c.waiting) > 0 {
+		idle = min(idle, c.orderPoll())
+	}
 	pending, err := c.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream:   c.stream,
-		Group:    c.group,
-		Idle:     c.cfg.retryDelay,
-		Start:    "-",
-		End:      "+",
-		Count:    c.cfg.count,
-		Consumer: c.name,
+		Stream: c.stream, Group: c.group, Consumer: c.name, Idle: idle, Start: "-", End: "+", Count: c.cfg.count,
 	}).Result()
 	if err != nil {
 		return false, false, fmt.Errorf("outboxredis: XPENDING %s: %w", c.stream, err)
 	}
-	if len(pending) == 0 {
-		return false, false, nil
-	}
-	ids := make([]string, len(pending))
-	counts := make(map[string]int64, len(pending))
-	for i, p := range pending {
-		ids[i] = p.ID
-		counts[p.ID] = p.RetryCount + 1 // XCLAIM counts this delivery
-	}
-	msgs, err := c.rdb.XClaim(ctx, &redis.XClaimArgs{
-		Stream:   c.stream,
-		Group:    c.group,
-		Consumer: c.name,
-		MinIdle:  c.cfg.retryDelay,
-		Messages: ids,
-	}).Result()
-	if err != nil {
-		return false, false, fmt.Errorf("outboxredis: XCLAIM %s: %w", c.stream, err)
-	}
-	return int64(len(pending)) == c.cfg.count, c.processAll(ctx, msgs, counts), nil
-}
-
-// deliveryCounts reads the delivery count of each claimed message from the
-// pending entries list, in one pipeline (XAUTOCLAIM does not return them).
-func (c *Consumer) deliveryCounts(ctx context.Context, msgs []redis.XMessage) (map[string]int64, error) {
-	pipe := c.rdb.Pipeline()
-	cmds := make([]*redis.XPendingExtCmd, len(msgs))
-	for i, m := range msgs {
-		cmds[i] = pipe.XPendingExt(ctx, &redis.XPendingExtArgs{
-			Stream: c.stream, Group: c.group, Start: m.ID, End: m.ID, Count: 1,
-		})
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("outboxredis: XPENDING %s: %w", c.stream, err)
-	}
-	counts := make(map[string]int64, len(msgs))
-	for _, cmd := range cmds {
-		for _, p := range cmd.Val() {
-			counts[p.ID] = p.RetryCount
+	waiting := c.waiting
+	c.waiting = map[string]bool{}
+	due := make([]redis.XPendingExt, 0, len(pending))
+	for _, p := range pending {
+		if p.Idle >= c.cfg.retryDelay || waiting[p.ID] {
+			due = append(due, p)
 		}
 	}
-	return counts, nil
+	entries, err := c.orderFields(ctx, due)
+	if err != nil {
+		return false, false, err
+	}
+	handled := 0
+	for _, p := range due {
+		if ctx.Err() != nil {
+			return false, false, nil
+		}
+		if m, ok := entries[p.ID]; ok && c.mustWait(ctx, m) {
+			c.waiting[p.ID] = true // not claimed: nothing counted
+			continue
+		}
+		m, excused, ok, err := c.claimOne(ctx, p.ID, idle)
+		if err != nil {
+			return false, false, err
+		}
+		if !ok {
+			continue
+		}
+		handled++
+		if c.process(ctx, m, p.RetryCount+1, excused) {
+			return false, true, nil
+		}
+	}
+	// Claim again at once only when every listed message was due and some
+	// were handled: waiting messages are checked again after orderPoll.
+	return int64(len(pending)) == c.cfg.count && len(due) == len(pending) && handled > 0, false, nil
 }
+
+// orderPoll is how soon a message waiting for its predecessor (WithKeyOrder)
+// is checked again: 100ms, or the retry delay if shorter.
+func (c *Consumer) orderPoll() time.Duration { return min(c.cfg.retryDelay, 100*time.Millisecond) }

@@ -37,12 +37,13 @@ type Consumer struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
 
+	excusedKey string // see ExcusedKey
+
 	running atomic.Bool
-	cursor  string // XAUTOCLAIM's next start; used by Run's goroutine only
-	// soft counts, per pending entry, the deliveries that ended in
-	// outbox.Unavailable or idempotency.ErrInProgress: they do not count
-	// towards WithMaxDeliveries. Used by Run's goroutine only.
-	soft map[string]int64
+	// Used by Run's goroutine only:
+	cursor  string          // XAUTOCLAIM's next start
+	waiting map[string]bool // own pending messages waiting for their predecessor (WithKeyOrder)
+	acked   map[string]bool // entries this consumer acknowledged lately (WithKeyOrder)
 }
 
 // NewConsumer returns a Consumer named consumer in the group of stream,
@@ -92,17 +93,19 @@ func NewConsumer(rdb redis.UniversalClient, stream, group, consumer string, h Ha
 		cfg.tracerProvider = otel.GetTracerProvider()
 	}
 	return &Consumer{
-		rdb:    rdb,
-		stream: stream,
-		group:  group,
-		name:   consumer,
-		h:      h,
-		cfg:    cfg,
-		log:    cfg.logger.With(slog.String("stream", stream), slog.String("group", group), slog.String("consumer", consumer)),
-		tracer: cfg.tracerProvider.Tracer(tracerName),
-		prop:   propagation.TraceContext{},
-		cursor: "0-0",
-		soft:   map[string]int64{},
+		rdb:        rdb,
+		stream:     stream,
+		group:      group,
+		name:       consumer,
+		h:          h,
+		cfg:        cfg,
+		log:        cfg.logger.With(slog.String("stream", stream), slog.String("group", group), slog.String("consumer", consumer)),
+		tracer:     cfg.tracerProvider.Tracer(tracerName),
+		prop:       propagation.TraceContext{},
+		cursor:     "0-0",
+		waiting:    map[string]bool{},
+		acked:      map[string]bool{},
+		excusedKey: ExcusedKey(stream, group),
 	}
 }
 
@@ -181,6 +184,7 @@ func (c *Consumer) round(ctx context.Context, st *loopState) (unavailable bool, 
 		st.nextClaim = now.Add(c.cfg.claimInterval)
 		more, unavailable, err := c.recoverPending(ctx)
 		st.more = more
+		c.pollWaiting(st)
 		if err != nil || unavailable || ctx.Err() != nil {
 			return unavailable, err
 		}
@@ -193,7 +197,17 @@ func (c *Consumer) round(ctx context.Context, st *loopState) (unavailable bool, 
 	if err != nil {
 		return false, err
 	}
-	return c.processAll(ctx, msgs, nil), nil
+	unavailable = c.processBatch(ctx, msgs)
+	c.pollWaiting(st)
+	return unavailable, nil
+}
+
+// pollWaiting brings the next look at pending messages forward when some
+// wait for their predecessors (WithKeyOrder).
+func (c *Consumer) pollWaiting(st *loopState) {
+	if t := time.Now().Add(c.orderPoll()); len(c.waiting) > 0 && t.Before(st.nextClaim) {
+		st.nextClaim = t
+	}
 }
 
 // createGroup makes the consumer group, and the stream if missing.

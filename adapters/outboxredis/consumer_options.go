@@ -32,6 +32,7 @@ type consumerConfig struct {
 	retryDelay     time.Duration
 	handlerTimeout time.Duration
 	maxDeliveries  int64
+	keyOrder       bool
 	deadStream     string
 	onDead         func(ctx context.Context, d DeadMessage)
 	logger         *slog.Logger
@@ -133,12 +134,14 @@ func WithHandlerTimeout(d time.Duration) ConsumerOption {
 	}
 }
 
-// WithMaxDeliveries sets how many times a message is handled at most
+// WithMaxDeliveries sets how many times a message's handler runs at most
 // (default 10, at least 1). Delivered once more, by a retry or a claim,
 // it is dead without running the handler: acknowledged, logged at error
 // level, added to the dead-letter stream if any, and passed to the OnDead
-// callback. Redis counts deliveries, so a message whose consumers crash
-// while handling it goes dead too.
+// callback. Runs that end in outbox.Unavailable or
+// idempotency.ErrInProgress, and deliveries that never reached the
+// handler, do not count; a delivery cut short by a crash of its consumer
+// does (see the package documentation).
 func WithMaxDeliveries(n int) ConsumerOption {
 	return func(c *consumerConfig) {
 		if n < 1 {
@@ -190,4 +193,22 @@ func WithTracerProvider(tp trace.TracerProvider) ConsumerOption {
 		}
 		c.tracerProvider = tp
 	}
+}
+
+// WithKeyOrder makes the consumer handle the events of one partition key
+// one at a time, in the order they were appended, across all the
+// consumers of its group (each of which must use it): an entry that names
+// its predecessor (FieldAfter, written by a StreamPublisher
+// WithKeyChain) waits, pending and uncounted, until that predecessor is no
+// longer pending in the group, that is, until it was handled or went dead.
+// Entries of other keys, and entries without a predecessor, are handled
+// as they come. A waiting entry is checked again every 100ms (or the
+// retry delay, if shorter) while the consumer runs.
+//
+// The cost: one XPENDING per keyed entry; a key whose entry fails waits
+// for its retries (WithRetryDelay) and, if it goes dead, for its dead
+// letter; and a consumer that dies holding an entry holds up its key until
+// another consumer adopts it (WithMinIdle). See the package documentation.
+func WithKeyOrder() ConsumerOption {
+	return func(c *consumerConfig) { c.keyOrder = true }
 }

@@ -22,7 +22,7 @@ const (
 )
 
 // DeadMessage is a message that will not be handled again: malformed,
-// failed with outbox.Permanent, or delivered too often.
+// failed with outbox.Permanent, or handled too often (WithMaxDeliveries).
 type DeadMessage struct {
 	Stream  string
 	Group   string

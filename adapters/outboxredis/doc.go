@@ -46,6 +46,14 @@
 //		outboxredis.WithDeadLetterStream("shop:orders:dead"))
 //	err := c.Run(ctx) // until ctx ends
 //
+// HandlerOf and TxHandlerOf adapt a function of the decoded payload:
+//
+//	h := outboxredis.IdempotentTx(store, "stats", outboxredis.TxHandlerOf(
+//		func(ctx context.Context, tx *gorm.DB, o Order) error { … }))
+//
+// A payload that does not decode into the type is a permanent failure
+// (ErrBadPayload): the message is dead at once.
+//
 // Run creates the group if it is missing (XGROUP CREATE … MKSTREAM, from
 // the start of the stream unless WithStartID says "$"), then loops:
 //
@@ -56,16 +64,32 @@
 //     consumer span (WithTracerProvider, default otel.GetTracerProvider())
 //     with the Delivery in its context (DeliveryFrom).
 //   - Success: XACK. Failure: the message stays pending, and this consumer
-//     delivers it again after WithRetryDelay (XPENDING … IDLE, XCLAIM).
+//     delivers it again after WithRetryDelay (XPENDING … IDLE, then XCLAIM
+//     of that one message just before its handler runs).
 //   - Messages of any consumer of the group pending longer than WithMinIdle
-//     (a consumer that died, or a restart under another name) are claimed
-//     with XAUTOCLAIM and handled here.
+//     (a consumer that died, or a restart under another name) are adopted
+//     with XAUTOCLAIM … JUSTID, which counts no delivery, and retried here
+//     like this consumer's own.
 //   - A message is dead, that is acknowledged, logged at error level,
 //     appended to the WithDeadLetterStream stream and passed to WithOnDead,
 //     when its handler returns outbox.Permanent, when it is not an outbox
-//     event (ErrMalformed: it can never succeed), or when Redis delivers it
-//     more than WithMaxDeliveries times (ErrTooManyDeliveries: its handler
-//     ran that many times, or the consumers handling it crashed).
+//     event (ErrMalformed: it can never succeed), or when its handler ran
+//     WithMaxDeliveries times without success (ErrTooManyDeliveries).
+//
+// # What counts towards WithMaxDeliveries
+//
+// Handler runs that fail count, and so does a delivery cut short by a
+// crash of the consumer. Runs that end in outbox.Unavailable (the
+// handler's own dependency is down) or idempotency.ErrInProgress (the
+// event is being handled elsewhere) do not, nor do deliveries that never
+// reached the handler: the rest of a batch after a handler reported its
+// transport unavailable or Run's context ended, and messages waiting for
+// their predecessor (WithKeyOrder). Redis counts every delivery; the
+// consumer keeps the ones that do not count in a hash of the group in
+// Redis (ExcusedKey), so that they stay excused when the consumer
+// restarts or another one claims the message, and removes an entry from
+// it when its message is acknowledged or dead. Delivery.Attempt is the
+// counted run, Delivery.Deliveries Redis's count.
 //
 // When a handler returns outbox.Unavailable, the consumer pauses (1s
 // doubling to 30s) before going on. Redis errors are logged and retried;
@@ -73,13 +97,54 @@
 // hand (within WithBlock when idle), or for an invalid configuration.
 // Messages read but not started by then stay pending: the consumer retries
 // them when it runs again under the same name, and the others of its group
-// claim them after the min idle time.
+// adopt them after the min idle time.
 //
 // Each consumer handles one message at a time; run more consumers, each
 // under its own stable name, to share a stream. A handler that runs longer
 // than the min idle time can have its message claimed and handled by
 // another consumer at the same time: keep WithMinIdle above the longest
 // handler run (handlers' contexts end after it, see WithHandlerTimeout).
+//
+// # Dead here is not dead in the outbox
+//
+// The relay's work ends when the entry is in the stream: the outbox event
+// is then published, whatever its consumers do. A message that a consumer
+// declares dead (outbox.Permanent, too many deliveries) is dead in that
+// consumer group only: the outbox row stays published, the relay's dead
+// letters (`outbox dead list`, relay.ListDead) do not show it, and replay
+// is the dead-letter stream's business (WithDeadLetterStream, WithOnDead).
+// Likewise outbox.Envelope.Attempt counts the relay's attempts to append
+// the event (1 unless the append failed), not the consumer's: use
+// DeliveryFrom for those (Delivery.Attempt, Delivery.LastAttempt).
+//
+// # Key order
+//
+// The relay appends the events of one PartitionKey one at a time in their
+// commit order, and a stream keeps the order of its entries, but that
+// order ends at the consumers: a failed message is retried after later
+// ones of its key, and several consumers handle a key's messages at once.
+// For events of one key handled one at a time, in order, publish WithKeyChain
+// and consume WithKeyOrder (every consumer of the group):
+//
+//	pub := outboxredis.NewStreamPublisher(rdb, outboxredis.WithKeyChain())
+//	c := outboxredis.NewConsumer(rdb, "orders", "billing", hostname, h,
+//		outboxredis.WithKeyOrder(), outboxredis.WithRetryDelay(time.Second))
+//
+// Each keyed entry then names the entry before it of its key in the same
+// stream (FieldAfter), and a consumer hands an entry to its handler only
+// when that predecessor is no longer pending in the group: handled, or
+// dead. Keys are independent: the messages of other keys go on, on any
+// consumer. The order is per stream: events of one key written to two
+// streams are two chains.
+//
+// The trade-offs: a key whose message fails waits for its retries
+// (WithRetryDelay, WithMaxDeliveries) and goes on after it succeeds or is
+// dead, so a dead message is skipped, not waited for; a consumer that dies
+// holding a message holds up its key until another adopts it
+// (WithMinIdle); each keyed message costs an XPENDING, and a waiting one a
+// check every 100ms; replaying a dead message from the dead-letter stream
+// runs it after its successors. Keys with many events are handled no
+// faster than one consumer can handle them one after another.
 //
 // # Exactly-once effects
 //

@@ -24,8 +24,9 @@ var (
 	// CloudEvents envelope (then it wraps outbox.ErrInvalidEnvelope too).
 	ErrMalformed = errors.New("outboxredis: malformed stream entry")
 
-	// ErrTooManyDeliveries is wrapped by the dead reason of a message
-	// delivered WithMaxDeliveries times without success.
+	// ErrTooManyDeliveries is wrapped by the dead reason of a message whose
+	// handler ran WithMaxDeliveries times without success (runs and
+	// deliveries that do not count left out: see WithMaxDeliveries).
 	ErrTooManyDeliveries = errors.New("outboxredis: too many deliveries")
 
 	// ErrRunning is returned by Run when the Consumer is already running.

@@ -14,10 +14,11 @@ import (
 // Handler handles one event read from a stream. Its error decides the
 // message's fate: nil acknowledges it; outbox.Permanent(err) dead-letters
 // it at once; any other error leaves it pending, to be delivered again, up
-// to WithMaxDeliveries times. Deliveries that end in outbox.Unavailable or
-// idempotency.ErrInProgress do not count towards that limit (in the
-// consumer that saw them: another consumer that claims the message counts
-// Redis's delivery count).
+// to WithMaxDeliveries times. Runs that end in outbox.Unavailable or
+// idempotency.ErrInProgress, and deliveries that never reached the handler,
+// do not count towards that limit (they are recorded in Redis, see
+// ExcusedKey, so this holds across restarts and consumers). DeliveryFrom
+// tells the handler which run it is.
 // A handler can be called again for an event it already handled: wrap it
 // with Idempotent or IdempotentTx.
 type Handler interface {
@@ -95,10 +96,26 @@ type Delivery struct {
 	Consumer string
 	// EntryID is the stream entry's id, such as "1700000000000-0".
 	EntryID string
-	// Deliveries counts the deliveries of this entry to the group, this one
-	// included (Redis's delivery counter): 1 the first time.
+	// Deliveries is Redis's delivery counter of this entry in the group,
+	// this delivery included: 1 the first time. It also counts deliveries
+	// that never reached a handler and runs that do not count (see
+	// Attempt).
 	Deliveries int64
+	// Attempt counts the handler runs for this entry that count towards
+	// WithMaxDeliveries, this one included, from 1: Deliveries less the
+	// deliveries that never reached the handler and the runs that ended in
+	// outbox.Unavailable or idempotency.ErrInProgress. It is the
+	// consumer's count, not the relay's (outbox.Envelope.Attempt counts
+	// the relay's attempts to append the event).
+	Attempt int64
+	// MaxAttempts is the consumer's WithMaxDeliveries: if the run whose
+	// Attempt equals it fails, the entry is dead.
+	MaxAttempts int64
 }
+
+// LastAttempt reports whether a failure of this run makes the entry dead
+// (an error other than outbox.Unavailable or idempotency.ErrInProgress).
+func (d Delivery) LastAttempt() bool { return d.Attempt >= d.MaxAttempts }
 
 type deliveryKey struct{}
 

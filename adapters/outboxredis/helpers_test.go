@@ -40,17 +40,26 @@ func newRedisAt(t testing.TB, addr string) *redis.Client {
 	return rdb
 }
 
-// streamName returns a unique stream name, deleted (with the names that
-// derive from it by suffix) when t ends.
+// streamName returns a unique stream name, deleted when t ends with every
+// key whose name contains it (the names that derive from it by suffix, the
+// consumers' and publishers' keys of the stream).
 func streamName(t testing.TB, rdb *redis.Client, prefix string, suffixes ...string) string {
 	t.Helper()
 	name := testenv.Name(prefix)
 	t.Cleanup(func() {
+		ctx := context.Background()
 		keys := []string{name}
 		for _, s := range suffixes {
 			keys = append(keys, name+s)
 		}
-		if err := rdb.Del(context.Background(), keys...).Err(); err != nil {
+		iter := rdb.Scan(ctx, 0, "*"+name+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			t.Errorf("scanning the keys of %s: %v", name, err)
+		}
+		if err := rdb.Del(ctx, keys...).Err(); err != nil {
 			t.Errorf("deleting %v: %v", keys, err)
 		}
 	})

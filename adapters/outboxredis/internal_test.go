@@ -57,3 +57,17 @@ func TestVersionAtLeast(t *testing.T) {
 		t.Errorf("infoField = %q", got)
 	}
 }
+
+func TestSlotKeySharesTheStreamsSlot(t *testing.T) {
+	cases := map[string]string{
+		"orders":        "{orders}:x",
+		"{shop}:orders": "{shop}:orders:x",
+		"a{}b":          "a{}b:x", // no valid tag: another slot
+		"a}b":           "a}b:x",
+	}
+	for stream, want := range cases {
+		if got := slotKey(stream, ":x"); got != want {
+			t.Errorf("slotKey(%q) = %q, want %q", stream, got, want)
+		}
+	}
+}

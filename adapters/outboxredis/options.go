@@ -33,6 +33,7 @@ type pubConfig struct {
 	streamFunc    func(e *outbox.Envelope) string
 	maxLen        int64
 	producerID    string
+	keyChain      bool
 	logger        *slog.Logger
 	errs          []error
 }
@@ -123,4 +124,18 @@ func WithLogger(l *slog.Logger) Option {
 		}
 		c.logger = l
 	}
+}
+
+// WithKeyChain makes every event with a PartitionKey name, in its entry's
+// FieldAfter, the entry appended before it to the same stream for the same
+// key, so that consumers WithKeyOrder handle the events of a key one at a
+// time, in order. The relay appends the events of a key one at a time in
+// their commit order; the publisher appends each keyed event and records
+// it as its key's last in one script (ChainKey, kept for KeyChainTTL), in
+// the stream's Redis Cluster slot. An event appended twice (a relay's
+// redelivery) is chained after its first copy. Events without a key are
+// appended as usual. Chained appends do not use IDMP
+// (WithIdempotentProducer): consumers dedupe by event id.
+func WithKeyChain() Option {
+	return func(c *pubConfig) { c.keyChain = true }
 }

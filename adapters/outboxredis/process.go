@@ -16,65 +16,71 @@ import (
 // message, which run even after Run's context ended.
 const opTimeout = 5 * time.Second
 
-// processAll handles msgs one at a time, stopping early when ctx ends
-// (the rest stay pending) or when a handler reports its transport
-// unavailable, which it reports. deliveries gives each message's delivery
-// count; a message it does not list is delivered for the first time.
-func (c *Consumer) processAll(ctx context.Context, msgs []redis.XMessage, deliveries map[string]int64) (unavailable bool) {
-	for _, m := range msgs {
+// processBatch handles messages just read (delivered for the first time)
+// one at a time. It stops early when ctx ends or when a handler reports its
+// transport unavailable, which it reports; the messages it did not hand to
+// the handler stay pending, their delivery excused. In key order, a
+// message whose predecessor is still pending is left pending too (excused)
+// and checked again soon.
+func (c *Consumer) processBatch(ctx context.Context, msgs []redis.XMessage) (unavailable bool) {
+	for i, m := range msgs {
 		if ctx.Err() != nil {
+			c.excuse(ctx, ids(msgs[i:])...)
 			return false
 		}
-		n, ok := deliveries[m.ID]
-		if !ok {
-			n = 1
+		if c.mustWait(ctx, m) {
+			c.excuse(ctx, m.ID)
+			c.waiting[m.ID] = true
+			continue
 		}
-		if err := c.process(ctx, m, n); outbox.IsUnavailable(err) {
+		if c.process(ctx, m, 1, 0) {
+			c.excuse(ctx, ids(msgs[i+1:])...)
 			return true
 		}
 	}
 	return false
 }
 
-// process handles one message and settles it: acknowledged after success,
-// dead-lettered when it is malformed, failed permanently or was delivered
-// too often, and otherwise left pending for a retry. It returns the
-// handler's error.
-func (c *Consumer) process(ctx context.Context, m redis.XMessage, deliveries int64) error {
+// process hands one message to the handler and settles it: acknowledged
+// after success, dead-lettered when it is malformed, failed permanently or
+// was handled too often, and otherwise left pending for a retry. It
+// reports whether the handler said its transport is unavailable.
+// deliveries is Redis's delivery count of m, this delivery included;
+// excused how many of them do not count towards WithMaxDeliveries.
+func (c *Consumer) process(ctx context.Context, m redis.XMessage, deliveries, excused int64) (unavailable bool) {
 	env, err := decode(m)
 	if err != nil {
 		c.dead(ctx, m, nil, deliveries, err)
-		return nil
+		return false
 	}
-	// Deliveries that ended with the handler's transport unavailable, or
-	// the event in progress elsewhere, say nothing about the message: they
-	// do not count towards the limit (as far as this process knows).
-	if counted := deliveries - c.soft[m.ID]; counted > c.cfg.maxDeliveries {
-		delete(c.soft, m.ID)
-		c.dead(ctx, m, env, deliveries, fmt.Errorf("%w: delivered %d times, at most %d are handled",
-			ErrTooManyDeliveries, counted, c.cfg.maxDeliveries))
-		return nil
+	attempt := max(deliveries-excused, 1)
+	if attempt > c.cfg.maxDeliveries {
+		c.dead(ctx, m, env, deliveries, fmt.Errorf("%w: %d counted runs without success, the most allowed (%d); delivered %d times before",
+			ErrTooManyDeliveries, attempt-1, c.cfg.maxDeliveries, deliveries-1))
+		return false
 	}
-	d := Delivery{Stream: c.stream, Group: c.group, Consumer: c.name, EntryID: m.ID, Deliveries: deliveries}
+	d := Delivery{Stream: c.stream, Group: c.group, Consumer: c.name, EntryID: m.ID,
+		Deliveries: deliveries, Attempt: attempt, MaxAttempts: c.cfg.maxDeliveries}
 	err = c.handle(ctx, d, env)
-	attrs := []any{"event_id", env.ID, "event_type", env.Type, "entry_id", m.ID, "deliveries", deliveries}
+	attrs := []any{"event_id", env.ID, "event_type", env.Type, "entry_id", m.ID, "deliveries", deliveries, "attempt", attempt}
 	switch {
 	case err == nil:
-		delete(c.soft, m.ID)
 		c.ack(ctx, m.ID, attrs)
 	case outbox.IsPermanent(err):
-		delete(c.soft, m.ID)
 		c.dead(ctx, m, env, deliveries, err)
 	case errors.Is(err, idempotency.ErrInProgress):
-		c.soft[m.ID]++
+		// Deliveries that ended with the event in progress elsewhere, or
+		// the handler's transport unavailable, say nothing about the
+		// message: they do not count.
+		c.excuse(ctx, m.ID)
 		c.log.Info("outboxredis: event in progress elsewhere; left pending for a retry", append(attrs, "error", err)...)
 	case outbox.IsUnavailable(err):
-		c.soft[m.ID]++
+		c.excuse(ctx, m.ID)
 		c.log.Warn("outboxredis: handler's transport unavailable; left pending for a retry", append(attrs, "error", err)...)
 	default:
 		c.log.Warn("outboxredis: handler failed; left pending for a retry", append(attrs, "error", err, "retry_in", c.cfg.retryDelay)...)
 	}
-	return err
+	return outbox.IsUnavailable(err)
 }
 
 // decode reads the envelope of a stream entry.
@@ -90,15 +96,20 @@ func decode(m redis.XMessage) (*outbox.Envelope, error) {
 	return env, nil
 }
 
-// ack acknowledges a message and reports whether Redis took it. A failed
-// acknowledgement leaves the message pending: it is delivered again, and
-// idempotent handlers skip it.
+// ack acknowledges a message, forgets its excused deliveries, and reports
+// whether Redis took it. A failed acknowledgement leaves the message
+// pending: it is delivered again, and idempotent handlers skip it.
 func (c *Consumer) ack(ctx context.Context, id string, attrs []any) bool {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	defer cancel()
-	if err := c.rdb.XAck(actx, c.stream, c.group, id).Err(); err != nil {
+	pipe := c.rdb.Pipeline()
+	xack := pipe.XAck(actx, c.stream, c.group, id)
+	pipe.HDel(actx, c.excusedKey, id)
+	_, _ = pipe.Exec(actx)
+	if err := xack.Err(); err != nil {
 		c.log.Warn("outboxredis: XACK failed; the message will be delivered again", append(attrs, "error", err)...)
 		return false
 	}
+	c.remember(id)
 	return true
 }

@@ -70,7 +70,13 @@ func (p *StreamPublisher) Publish(ctx context.Context, e *outbox.Envelope) error
 	if err != nil {
 		return err
 	}
-	if err := p.rdb.XAdd(ctx, args).Err(); err != nil {
+	var cmd redis.Cmder
+	if p.chained(e) {
+		cmd = p.appendChained(ctx, p.rdb, e, args)
+	} else {
+		cmd = p.rdb.XAdd(ctx, args)
+	}
+	if err := cmd.Err(); err != nil {
 		return classify(fmt.Errorf("outboxredis: XADD event %s to %s: %w", e.ID, args.Stream, err))
 	}
 	return nil
@@ -82,7 +88,7 @@ func (p *StreamPublisher) Publish(ctx context.Context, e *outbox.Envelope) error
 // as in Publish.
 func (p *StreamPublisher) PublishBatch(ctx context.Context, es []*outbox.Envelope) []error {
 	errs := make([]error, len(es))
-	cmds := make([]*redis.StringCmd, len(es))
+	cmds := make([]redis.Cmder, len(es))
 	streams := make([]string, len(es))
 	idmp := p.useIDMP(ctx)
 	pipe := p.rdb.Pipeline()
@@ -94,7 +100,11 @@ func (p *StreamPublisher) PublishBatch(ctx context.Context, es []*outbox.Envelop
 			continue
 		}
 		streams[i] = args.Stream
-		cmds[i] = pipe.XAdd(ctx, args)
+		if p.chained(e) {
+			cmds[i] = p.appendChained(ctx, pipe, e, args)
+		} else {
+			cmds[i] = pipe.XAdd(ctx, args)
+		}
 		queued++
 	}
 	if queued == 0 {
@@ -133,7 +143,7 @@ func (p *StreamPublisher) args(e *outbox.Envelope, idmp bool) (*redis.XAddArgs, 
 	if p.cfg.maxLen > 0 {
 		a.MaxLen, a.Approx = p.cfg.maxLen, true
 	}
-	if idmp && e.ID != "" {
+	if idmp && e.ID != "" && !p.chained(e) {
 		a.ProducerID, a.IdempotentID = p.cfg.producerID, e.ID
 	}
 	return a, nil

@@ -250,3 +250,38 @@ func TestOutageIsUnavailable(t *testing.T) {
 		t.Errorf("XLEN %d, want 2 (before and after)", n)
 	}
 }
+
+// WithKeyChain: each keyed entry names the previous entry of its key in
+// its stream, in a batch and across calls; unkeyed entries name none.
+func TestKeyChainNamesEachKeysPreviousEntry(t *testing.T) {
+	rdb := newRedis(t)
+	stream := streamName(t, rdb, "chain")
+	pub := outboxredis.NewStreamPublisher(rdb, outboxredis.WithDefaultStream(stream), outboxredis.WithKeyChain(), outboxredis.WithMaxLen(1000))
+	keyed := func(id, key string) *outbox.Envelope { e := envelope(id, "t"); e.PartitionKey = key; return e }
+	for i, err := range pub.PublishBatch(t.Context(), []*outbox.Envelope{
+		keyed("a1", "a"), keyed("b1", "b"), envelope("n1", "t"), keyed("a2", "a"), keyed("b2", "b"),
+	}) {
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+	}
+	must(t, pub.Publish(t.Context(), keyed("a3", "a")))
+	entries, err := rdb.XRange(t.Context(), stream, "-", "+").Result()
+	must(t, err)
+	entryOf, after := map[string]string{}, map[string]any{}
+	for _, m := range entries {
+		id := m.Values[outboxredis.FieldID].(string)
+		entryOf[id], after[id] = m.ID, m.Values[outboxredis.FieldAfter]
+	}
+	want := map[string]any{"a1": nil, "b1": nil, "n1": nil, "a2": entryOf["a1"], "b2": entryOf["b1"], "a3": entryOf["a2"]}
+	for id, w := range want {
+		if after[id] != w {
+			t.Errorf("entry of %s: after = %v, want %v", id, after[id], w)
+		}
+	}
+	last, err := rdb.Get(t.Context(), outboxredis.ChainKey(stream, "a")).Result()
+	must(t, err)
+	if last != entryOf["a3"] {
+		t.Errorf("chain of key a ends at %s, want %s", last, entryOf["a3"])
+	}
+}
