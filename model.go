@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -81,12 +82,27 @@ type OutboxEvent struct {
 // with db.Table(name) instead.
 func (OutboxEvent) TableName() string { return DefaultTableName }
 
-// Migrate creates the outbox tables and indexes on db if they do not exist,
-// by running the SQL files of package migrations for db's dialect, with the
-// table name of the Plugin installed on db (DefaultTableName without one).
-// It is idempotent and safe to run from several processes at once (replicas
-// starting with Plugin.AutoMigrate): on PostgreSQL it runs in one
-// transaction under an advisory lock, on SQLite in one transaction.
+// ErrNotMigrated is wrapped by the errors of constructors (relay.New,
+// idempotency.NewStore) that found a table they use missing: run
+// outbox.Migrate (or the CLI's `outbox migrate`, or the SQL files of package
+// migrations) before them.
+var ErrNotMigrated = errors.New("outbox: not migrated")
+
+// Migrate creates, if they do not exist, every table the library uses
+// with its indexes: the outbox table (the table name of the Plugin
+// installed on db, DefaultTableName without one), its relays (heartbeats)
+// table, on MySQL its partition-key table, and the idempotency records of
+// package idempotency under their default name (idempotency.Migrate
+// creates a table of another name). It runs the SQL files of package
+// migrations for db's dialect, each once (see package migrations).
+//
+// Run it (or the CLI's `outbox migrate`, or the SQL files with a
+// migration tool) before relay.New and idempotency.NewStore, which refuse
+// a database without their tables (ErrNotMigrated). It is idempotent and
+// safe to run from several processes at once (replicas starting with
+// Plugin.AutoMigrate): on PostgreSQL it runs in one transaction under an
+// advisory lock, on MySQL under a named lock, on SQLite in one
+// transaction.
 func Migrate(db *gorm.DB) error {
 	table := DefaultTableName
 	if p, err := Lookup(db); err == nil {
@@ -96,12 +112,22 @@ func Migrate(db *gorm.DB) error {
 }
 
 // outboxMigrations are the files of package migrations that belong to the
-// outbox table.
-var outboxMigrations = []string{"0001_outbox_events", "0003_outbox_relays"}
+// outbox table, idempotencyMigrations those of the idempotency table.
+var (
+	outboxMigrations      = []string{"0001_outbox_events", "0003_outbox_relays"}
+	idempotencyMigrations = []string{"0002_outbox_idempotency"}
+)
+
+// idempotencyTable is idempotency.DefaultTableName (package idempotency
+// imports this one).
+const idempotencyTable = "outbox_idempotency"
 
 func migrate(db *gorm.DB, table string) error {
-	err := sqlmigrate.Apply(db.Session(&gorm.Session{NewDB: true}), outboxMigrations, map[string]string{DefaultTableName: table})
-	if err != nil {
+	db = db.Session(&gorm.Session{NewDB: true})
+	if err := sqlmigrate.Apply(db, outboxMigrations, map[string]string{DefaultTableName: table}); err != nil {
+		return fmt.Errorf("outbox: migrate: %w", err)
+	}
+	if err := sqlmigrate.Apply(db, idempotencyMigrations, map[string]string{idempotencyTable: idempotencyTable}); err != nil {
 		return fmt.Errorf("outbox: migrate: %w", err)
 	}
 	return nil
