@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/gormoutbox/outbox/internal/dialect"
 	"github.com/gormoutbox/outbox/internal/sqlmigrate"
 )
 
@@ -81,6 +82,22 @@ type OutboxEvent struct {
 // TableName returns DefaultTableName. With a custom Plugin.TableName, query
 // with db.Table(name) instead.
 func (OutboxEvent) TableName() string { return DefaultTableName }
+
+// AfterFind is a GORM hook: it makes the times of a row read with Find,
+// First or Take the instants the library stored, whatever the database
+// driver's zone. MySQL's DATETIME has no zone: the library stores UTC,
+// while the driver reads the wall clock in its loc (loc=Local is common).
+// Rows scanned with Raw(…).Scan or into another type do not pass through
+// it.
+func (e *OutboxEvent) AfterFind(tx *gorm.DB) error {
+	k, err := dialect.Of(tx)
+	if err != nil {
+		return nil
+	}
+	e.AvailableAt, e.CreatedAt = k.StoredTime(e.AvailableAt), k.StoredTime(e.CreatedAt)
+	e.LockedUntil, e.PublishedAt = k.StoredTimePtr(e.LockedUntil), k.StoredTimePtr(e.PublishedAt)
+	return nil
+}
 
 // ErrNotMigrated is wrapped by the errors of constructors (relay.New,
 // idempotency.NewStore) that found a table they use missing: run

@@ -240,6 +240,7 @@ func (r *Relay) rescue(ctx context.Context) (int, error) {
 	if err := r.db.WithContext(ctx).Raw(b.SQL(), b.Args()...).Scan(&rows).Error; err != nil {
 		return 0, fmt.Errorf("relay: finding expired leases: %w", err)
 	}
+	normaliseTimes(r.kind, rows)
 	if len(rows) == 0 {
 		return 0, nil
 	}

@@ -101,6 +101,7 @@ func (o *ops) relays() ([]RelayStatus, error) {
 	out := make([]RelayStatus, len(rows))
 	for i, row := range rows {
 		s := row.RelayStatus
+		s.StartedAt, s.LastBeat = o.kind.StoredTime(s.StartedAt), o.kind.StoredTime(s.LastBeat)
 		s.Age = time.Duration(row.AgeSeconds * float64(time.Second))
 		s.Live = s.Age < 3*time.Duration(row.HeartbeatMS)*time.Millisecond
 		out[i] = s

@@ -146,7 +146,7 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 		pub:   pub,
 		cfg:   cfg,
 		kind:  kind,
-		drv:   newDriver(kind, table),
+		drv:   withStoredTimes(kind, newDriver(kind, table)),
 		table: table,
 		log:   cfg.logger.With(slog.String("relay", cfg.workerID)),
 	}

@@ -11,14 +11,16 @@ import (
 // ErrNoParseTime is returned by CheckConn for a MySQL connection opened
 // without parseTime=true.
 var ErrNoParseTime = errors.New("the MySQL DSN lacks parseTime=true: the driver returns DATETIME columns as text, " +
-	"which GORM cannot read into time.Time; add parseTime=true to the DSN")
+	"which GORM cannot read into time.Time; add parseTime=true to the DSN (any loc works)")
 
 // CheckConn verifies that db's connection settings suit the library, by
 // asking the driver (one query on MySQL, none elsewhere). A setting it
 // cannot work with is returned wrapping both invalid (the caller's
 // configuration-error sentinel) and the setting's error (ErrNoParseTime);
 // a failure to ask is returned wrapping neither. On MySQL it requires
-// parseTime=true.
+// parseTime=true; the driver's loc may be anything, because the library
+// binds and compares UTC itself and reads its times back through
+// StoredTime.
 func CheckConn(db *gorm.DB, invalid error) error {
 	k, err := Of(db)
 	if err != nil {
@@ -38,6 +40,29 @@ func CheckConn(db *gorm.DB, invalid error) error {
 		return fmt.Errorf("%w: %w", invalid, ErrNoParseTime)
 	}
 	return nil
+}
+
+// StoredTime returns the instant that a time column the library wrote
+// holds, given the value the driver scanned from it. MySQL's DATETIME has
+// no zone: the library stores UTC, while the driver reads the wall clock
+// in its loc (loc=Local is common), so the wall clock is taken as UTC. The
+// other databases store an instant; t is returned as it is.
+func (k Kind) StoredTime(t time.Time) time.Time {
+	if k != MySQL || t.IsZero() {
+		return t
+	}
+	y, mo, d := t.Date()
+	h, mi, s := t.Clock()
+	return time.Date(y, mo, d, h, mi, s, t.Nanosecond(), time.UTC)
+}
+
+// StoredTimePtr is StoredTime for a nullable column.
+func (k Kind) StoredTimePtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := k.StoredTime(*t)
+	return &u
 }
 
 // OutboxTables returns the tables that the migrations of the outbox table
