@@ -147,9 +147,10 @@ func configure(db *gorm.DB, opts []Option) (*Store, error) {
 
 // Migrate creates, if they do not exist, the idempotency table named by
 // opts (WithTable; default DefaultTableName, which outbox.Migrate creates
-// too) and its index, by running the files of package migrations. Other
-// options are ignored. Like outbox.Migrate it is idempotent and safe to
-// run from several processes at once.
+// too) and its index, by running the files of package migrations. The
+// other options are validated and otherwise do not matter. Like
+// outbox.Migrate it is idempotent and safe to run from several processes
+// at once.
 func Migrate(ctx context.Context, db *gorm.DB, opts ...Option) error {
 	s, err := configure(db, opts)
 	if err != nil {
