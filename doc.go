@@ -9,8 +9,8 @@
 //	err = outbox.Migrate(db)         // or apply the files of package migrations
 //
 // PostgreSQL, MySQL 8 / MariaDB and SQLite (gorm.io/driver/sqlite) are
-// supported. On MySQL, open the connection with parseTime=true and
-// loc=UTC; on SQLite, with _txlock=immediate and a _busy_timeout.
+// supported. On MySQL, open the connection with parseTime=true (any loc
+// works); on SQLite, with _txlock=immediate and a _busy_timeout.
 //
 // # Emitting events
 //

@@ -1,11 +1,13 @@
 package outbox
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/gormoutbox/outbox/internal/dialect"
 	"github.com/gormoutbox/outbox/internal/sqlmigrate"
 )
 
@@ -81,12 +83,43 @@ type OutboxEvent struct {
 // with db.Table(name) instead.
 func (OutboxEvent) TableName() string { return DefaultTableName }
 
-// Migrate creates the outbox tables and indexes on db if they do not exist,
-// by running the SQL files of package migrations for db's dialect, with the
-// table name of the Plugin installed on db (DefaultTableName without one).
-// It is idempotent and safe to run from several processes at once (replicas
-// starting with Plugin.AutoMigrate): on PostgreSQL it runs in one
-// transaction under an advisory lock, on SQLite in one transaction.
+// AfterFind is a GORM hook: it makes the times of a row read with Find,
+// First or Take the instants the library stored, whatever the database
+// driver's zone. MySQL's DATETIME has no zone: the library stores UTC,
+// while the driver reads the wall clock in its loc (loc=Local is common).
+// Rows scanned with Raw(…).Scan or into another type do not pass through
+// it.
+func (e *OutboxEvent) AfterFind(tx *gorm.DB) error {
+	k, err := dialect.Of(tx)
+	if err != nil {
+		return nil
+	}
+	e.AvailableAt, e.CreatedAt = k.StoredTime(e.AvailableAt), k.StoredTime(e.CreatedAt)
+	e.LockedUntil, e.PublishedAt = k.StoredTimePtr(e.LockedUntil), k.StoredTimePtr(e.PublishedAt)
+	return nil
+}
+
+// ErrNotMigrated is wrapped by the errors of constructors (relay.New,
+// idempotency.NewStore) that found a table they use missing: run
+// outbox.Migrate (or the CLI's `outbox migrate`, or the SQL files of package
+// migrations) before them.
+var ErrNotMigrated = errors.New("outbox: not migrated")
+
+// Migrate creates, if they do not exist, every table the library uses
+// with its indexes: the outbox table (the table name of the Plugin
+// installed on db, DefaultTableName without one), its relays (heartbeats)
+// table, on MySQL its partition-key table, and the idempotency records of
+// package idempotency under their default name (idempotency.Migrate
+// creates a table of another name). It runs the SQL files of package
+// migrations for db's dialect, each once (see package migrations).
+//
+// Run it (or the CLI's `outbox migrate`, or the SQL files with a
+// migration tool) before relay.New and idempotency.NewStore, which refuse
+// a database without their tables (ErrNotMigrated). It is idempotent and
+// safe to run from several processes at once (replicas starting with
+// Plugin.AutoMigrate): on PostgreSQL it runs in one transaction under an
+// advisory lock, on MySQL under a named lock, on SQLite in one
+// transaction.
 func Migrate(db *gorm.DB) error {
 	table := DefaultTableName
 	if p, err := Lookup(db); err == nil {
@@ -96,12 +129,22 @@ func Migrate(db *gorm.DB) error {
 }
 
 // outboxMigrations are the files of package migrations that belong to the
-// outbox table.
-var outboxMigrations = []string{"0001_outbox_events", "0003_outbox_relays", "0004_outbox_relays_publisher"}
+// outbox table, idempotencyMigrations those of the idempotency table.
+var (
+	outboxMigrations      = []string{"0001_outbox_events", "0003_outbox_relays", "0004_outbox_relays_publisher"}
+	idempotencyMigrations = []string{"0002_outbox_idempotency"}
+)
+
+// idempotencyTable is idempotency.DefaultTableName (package idempotency
+// imports this one).
+const idempotencyTable = "outbox_idempotency"
 
 func migrate(db *gorm.DB, table string) error {
-	err := sqlmigrate.Apply(db.Session(&gorm.Session{NewDB: true}), outboxMigrations, map[string]string{DefaultTableName: table})
-	if err != nil {
+	db = db.Session(&gorm.Session{NewDB: true})
+	if err := sqlmigrate.Apply(db, outboxMigrations, map[string]string{DefaultTableName: table}); err != nil {
+		return fmt.Errorf("outbox: migrate: %w", err)
+	}
+	if err := sqlmigrate.Apply(db, idempotencyMigrations, map[string]string{idempotencyTable: idempotencyTable}); err != nil {
 		return fmt.Errorf("outbox: migrate: %w", err)
 	}
 	return nil

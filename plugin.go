@@ -78,6 +78,9 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
+	if err := dialect.CheckConn(db, ErrInvalidConfig); err != nil {
+		return err
+	}
 	p.table, p.kind = table, kind
 	p.writer = newWriter(kind, table)
 	switch {

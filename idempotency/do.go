@@ -76,7 +76,8 @@ func (s *Store) DoTx(ctx context.Context, key string, fn func(tx *gorm.DB) error
 		return err
 	}
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		inserted, err := s.insert(tx, key, "succeeded", "", s.ttl)
+		token := newToken()
+		inserted, err := s.insert(tx, key, "succeeded", token, s.ttl)
 		if err != nil {
 			return err
 		}
@@ -88,7 +89,7 @@ func (s *Store) DoTx(ctx context.Context, key string, fn func(tx *gorm.DB) error
 		case err != nil:
 			return err
 		case st == nil: // deleted meanwhile by a failed Do: try once more
-			if inserted, err = s.insert(tx, key, "succeeded", "", s.ttl); err != nil {
+			if inserted, err = s.insert(tx, key, "succeeded", token, s.ttl); err != nil {
 				return err
 			} else if inserted {
 				return fn(tx)
@@ -198,7 +199,8 @@ func (s *Store) hold(ctx context.Context, key string) (string, []byte, error) {
 	return "", nil, fmt.Errorf("%w: %q (contended)", ErrInProgress, key)
 }
 
-// insert adds a record of key unless one exists, and reports whether it did.
+// insert adds a record of key holding token (unique to the caller) unless
+// one exists, and reports whether it did.
 func (s *Store) insert(db *gorm.DB, key, status, token string, life time.Duration) (bool, error) {
 	b := s.kind.NewBuilder()
 	cols := "idempotency_key, status, token, locked_until, expires_at"
@@ -222,7 +224,17 @@ func (s *Store) insert(db *gorm.DB, key, status, token string, life time.Duratio
 	if res.Error != nil {
 		return false, fmt.Errorf("idempotency: recording %q: %w", key, res.Error)
 	}
-	return res.RowsAffected == 1, nil
+	if res.RowsAffected == 0 || s.kind.InsertIgnoreCounted() {
+		return res.RowsAffected == 1, nil
+	}
+	// The count cannot tell (MySQL with clientFoundRows=true): the row is
+	// ours if it holds our token. The statement locked the row, so a
+	// locking read sees it as committed or as this transaction wrote it.
+	var got []string
+	if err := db.Raw("SELECT token FROM "+s.table+" WHERE idempotency_key = ? FOR UPDATE", key).Scan(&got).Error; err != nil {
+		return false, fmt.Errorf("idempotency: recording %q: %w", key, err)
+	}
+	return len(got) == 1 && got[0] == token, nil
 }
 
 type state struct {

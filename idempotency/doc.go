@@ -1,10 +1,11 @@
 // Package idempotency makes consumers of outbox events act once per event.
 // A Store keeps a record per key (usually "<event id>:<handler name>") in a
-// table of the application's database, created by Migrate or by the files
-// of package migrations.
+// table of the application's database, created by outbox.Migrate (or, for
+// a table of another name, by Migrate) or by the files of package
+// migrations. NewStore fails with outbox.ErrNotMigrated without it.
 //
+//	_ = outbox.Migrate(db) // the outbox tables and outbox_idempotency
 //	store, _ := idempotency.NewStore(db)
-//	_ = store.Migrate(ctx)
 //
 //	// A handler whose effect is a write to the same database: the write
 //	// and the record commit together, so the effect happens exactly once.

@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/internal/dialect"
 	"github.com/gormoutbox/outbox/internal/sqlmigrate"
 )
@@ -93,8 +94,35 @@ func WithLease(d time.Duration) Option {
 }
 
 // NewStore returns a Store on db (PostgreSQL, MySQL/MariaDB or SQLite).
-// Create its table with Migrate or the migrations package's files.
+// It fails with an error wrapping ErrInvalidOption on a bad option, or on
+// a MySQL connection opened without parseTime=true; and with an error
+// wrapping outbox.ErrNotMigrated when its table does not exist: create it
+// with outbox.Migrate (the default table), idempotency.Migrate (a table
+// named by WithTable) or the files of package migrations.
 func NewStore(db *gorm.DB, opts ...Option) (*Store, error) {
+	s, err := configure(db, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := dialect.CheckConn(db, ErrInvalidOption); err != nil {
+		return nil, err
+	}
+	missing, err := dialect.MissingTables(db, s.table)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: checking table %s: %w", s.table, err)
+	}
+	if len(missing) > 0 {
+		how := "run outbox.Migrate (or `outbox migrate`)"
+		if s.table != DefaultTableName {
+			how = fmt.Sprintf("run idempotency.Migrate with WithTable(%q) (or `outbox migrate --idempotency-table %s`)", s.table, s.table)
+		}
+		return nil, fmt.Errorf("idempotency: %w: missing table %s: %s", outbox.ErrNotMigrated, s.table, how)
+	}
+	return s, nil
+}
+
+// configure builds a Store from opts, without looking at the database.
+func configure(db *gorm.DB, opts []Option) (*Store, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: db is nil", ErrInvalidOption)
 	}
@@ -117,7 +145,23 @@ func NewStore(db *gorm.DB, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Migrate creates the store's table and index if they do not exist.
+// Migrate creates, if they do not exist, the idempotency table named by
+// opts (WithTable; default DefaultTableName, which outbox.Migrate creates
+// too) and its index, by running the files of package migrations. The
+// other options are validated and otherwise do not matter. Like
+// outbox.Migrate it is idempotent and safe to run from several processes
+// at once.
+func Migrate(ctx context.Context, db *gorm.DB, opts ...Option) error {
+	s, err := configure(db, opts)
+	if err != nil {
+		return err
+	}
+	return s.Migrate(ctx)
+}
+
+// Migrate applies the migrations of the store's table that it lacks (see
+// package migrations): a table created by an older version gets the newer
+// files. NewStore requires the table to exist; create it with Migrate.
 func (s *Store) Migrate(ctx context.Context) error {
 	err := sqlmigrate.Apply(s.db.WithContext(ctx), []string{"0002_outbox_idempotency"}, map[string]string{DefaultTableName: s.table})
 	if err != nil {

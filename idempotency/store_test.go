@@ -18,10 +18,10 @@ import (
 
 func eachStore(t *testing.T, fn func(t *testing.T, db *gorm.DB, s *idempotency.Store), opts ...idempotency.Option) {
 	testenv.Each(t, func(t *testing.T, db *gorm.DB) {
+		must(t, idempotency.Migrate(t.Context(), db, opts...))
+		must(t, idempotency.Migrate(t.Context(), db, opts...)) // idempotent
 		s, err := idempotency.NewStore(db, opts...)
 		must(t, err)
-		must(t, s.Migrate(t.Context()))
-		must(t, s.Migrate(t.Context())) // idempotent
 		fn(t, db, s)
 	})
 }
@@ -299,6 +299,7 @@ func TestPurge(t *testing.T) {
 
 func TestInvalidKeysAndOptions(t *testing.T) {
 	db := testenv.Open(t, testenv.SQLite)
+	must(t, idempotency.Migrate(t.Context(), db))
 	s, err := idempotency.NewStore(db)
 	must(t, err)
 	for _, k := range []string{"", strings.Repeat("k", 256), "bad\xff"} {

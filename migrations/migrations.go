@@ -2,10 +2,11 @@
 // tables, one directory per dialect: postgres, mysql (MySQL 8 and MariaDB)
 // and sqlite. Each version has an .up.sql and a .down.sql file, named as
 // golang-migrate expects, so the directories can be handed to a migration
-// tool as they are; outbox.Migrate and idempotency.Migrate apply the same
-// files.
+// tool as they are. outbox.Migrate applies the same files (all of them:
+// the idempotency table too); idempotency.Migrate applies 0002 to an
+// idempotency table of another name.
 //
-// outbox.Migrate and Store.Migrate record each file they applied, per
+// outbox.Migrate and idempotency.Migrate record each file they applied, per
 // table, in the table gorm_outbox_migrations, and apply only the missing
 // ones. Files 0001 to 0003 are idempotent (installations from before that
 // table existed run them again harmlessly); later files may change a schema

@@ -140,6 +140,7 @@ func (o *ops) relays() ([]RelayStatus, error) {
 	for i, row := range rows {
 		s := row.RelayStatus
 		s.Heartbeat = time.Duration(row.HeartbeatMS) * time.Millisecond
+		s.StartedAt, s.LastBeat = o.kind.StoredTime(s.StartedAt), o.kind.StoredTime(s.LastBeat)
 		s.Age = time.Duration(row.AgeSeconds * float64(time.Second))
 		s.Live = s.Age < 3*s.Heartbeat
 		out[i] = s

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -40,6 +41,7 @@ func TestNewValidatesOptions(t *testing.T) {
 	if _, err := relay.New(nil, pub); !errors.Is(err, relay.ErrInvalidOption) {
 		t.Errorf("nil db: err = %v", err)
 	}
+	must(t, outbox.Migrate(db))
 	r, err := relay.New(db, pub)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -110,7 +111,9 @@ type Relay struct {
 // New returns a Relay that delivers the events of db's outbox table (the
 // table of the outbox.Plugin installed on db, or outbox.DefaultTableName)
 // through pub. It validates the options and fails with an error wrapping
-// ErrInvalidOption on a bad one.
+// ErrInvalidOption on a bad one, or on a MySQL connection opened without
+// parseTime=true. It fails with an error wrapping outbox.ErrNotMigrated
+// when a table it uses does not exist (see outbox.Migrate).
 func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: db is nil", ErrInvalidOption)
@@ -147,12 +150,15 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 		}
 	}
 	table := tableOf(db)
+	if err := checkDB(db, kind, table); err != nil {
+		return nil, err
+	}
 	r := &Relay{
 		db:    db.Session(&gorm.Session{NewDB: true, SkipDefaultTransaction: true}),
 		pub:   pub,
 		cfg:   cfg,
 		kind:  kind,
-		drv:   newDriver(kind, table),
+		drv:   withStoredTimes(kind, newDriver(kind, table)),
 		table: table,
 		log:   cfg.logger.With(slog.String("relay", cfg.workerID)),
 	}
@@ -163,6 +169,23 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 		return nil, fmt.Errorf("relay: creating metrics: %w", err)
 	}
 	return r, nil
+}
+
+// checkDB refuses a connection whose settings the relay cannot work with
+// and a database whose outbox tables were not created.
+func checkDB(db *gorm.DB, kind dialect.Kind, table string) error {
+	if err := dialect.CheckConn(db, ErrInvalidOption); err != nil {
+		return err
+	}
+	missing, err := dialect.MissingTables(db, kind.OutboxTables(table)...)
+	if err != nil {
+		return fmt.Errorf("relay: checking the outbox tables: %w", err)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("relay: %w: missing table(s) %s: run outbox.Migrate (or `outbox migrate`)",
+			outbox.ErrNotMigrated, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // tableOf returns the outbox table of the plugin installed on db.

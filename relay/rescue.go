@@ -34,6 +34,7 @@ func (r *Relay) rescue(ctx context.Context) (Result, error) {
 	if err := r.db.WithContext(ctx).Raw(b.SQL(), b.Args()...).Scan(&rows).Error; err != nil {
 		return Result{}, fmt.Errorf("relay: finding expired leases: %w", err)
 	}
+	normaliseTimes(r.kind, rows)
 	outs := make([]outcome, len(rows))
 	isLate := make([]bool, len(rows))
 	var lateIDs []int64

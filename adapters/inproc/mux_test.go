@@ -124,6 +124,7 @@ func TestPermanentOnlyWhenEveryFailureIs(t *testing.T) {
 
 func TestHandlerRegistrationErrors(t *testing.T) {
 	db := testenv.Open(t, testenv.SQLite)
+	must(t, outbox.Migrate(db))
 	store, err := idempotency.NewStore(db)
 	must(t, err)
 	mux := inproc.NewMux(store)

@@ -55,11 +55,11 @@ func exampleStore(dsn string) (*gorm.DB, *idempotency.Store) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := idempotency.NewStore(db)
-	if err != nil {
+	if err := outbox.Migrate(db); err != nil { // the idempotency records too
 		log.Fatal(err)
 	}
-	if err := store.Migrate(context.Background()); err != nil {
+	store, err := idempotency.NewStore(db)
+	if err != nil {
 		log.Fatal(err)
 	}
 	return db, store

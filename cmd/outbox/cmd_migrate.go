@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gormoutbox/outbox"
@@ -27,11 +28,10 @@ func runMigrate(ctx context.Context, c *cli, args []string) error {
 	if *idemTable == "" {
 		return nil
 	}
-	store, err := idempotency.NewStore(db, idempotency.WithTable(*idemTable))
-	if err != nil {
-		return usagef("--idempotency-table: %v", err)
-	}
-	if err := store.Migrate(ctx); err != nil {
+	if err := idempotency.Migrate(ctx, db, idempotency.WithTable(*idemTable)); err != nil {
+		if errors.Is(err, idempotency.ErrInvalidOption) {
+			return usagef("--idempotency-table: %v", err)
+		}
 		return err
 	}
 	fmt.Fprintf(c.stdout, "migrated %s\n", *idemTable)

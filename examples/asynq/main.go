@@ -131,9 +131,6 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	if err := store.Migrate(ctx); err != nil {
-		return err
-	}
 	if err := db.AutoMigrate(&Order{}, &Shipment{}); err != nil {
 		return err
 	}

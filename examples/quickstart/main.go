@@ -88,9 +88,6 @@ func run(n int, verbose bool) error {
 	if err != nil {
 		return err
 	}
-	if err := store.Migrate(context.Background()); err != nil {
-		return err
-	}
 
 	// 2. In-process handlers. Each records its success per event, so a
 	//    redelivered event does not run a handler twice.

@@ -109,6 +109,13 @@ func (k Kind) InsertIgnore(col string) string {
 	}
 }
 
+// InsertIgnoreCounted reports whether the affected-row count of an
+// InsertIgnore statement tells an inserted row (1) from a skipped one (0)
+// whatever the connection's settings. It does not on MySQL: with
+// clientFoundRows=true (a common DSN flag) a skipped row counts 1, as the
+// row that ON DUPLICATE KEY UPDATE found; read what the row holds instead.
+func (k Kind) InsertIgnoreCounted() bool { return k != MySQL }
+
 // SecondsSince returns an SQL expression for the seconds elapsed since the
 // time expression expr, by the database clock.
 func (k Kind) SecondsSince(expr string) string {
