@@ -30,7 +30,7 @@ type Proxy struct {
 	resetRate   float64 // resets per connection per second
 
 	resets, cuts, partitions, accepted atomic.Int64
-	stop                                chan struct{}
+	stop                               chan struct{}
 }
 
 // link is one proxied connection: the client's side and the server's.

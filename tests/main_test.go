@@ -1,0 +1,207 @@
+// Package tests is the fault-injection suite: each test starts its own
+// throw-away servers (PostgreSQL, MariaDB, Redis), runs writers and relays
+// against them, kills, freezes, cuts or skews something, and checks the
+// guarantees once the faults stop. tests/GUARANTEES.md holds the results.
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox/tests/internal/servers"
+	"github.com/gormoutbox/outbox/tests/internal/workload"
+)
+
+func TestMain(m *testing.M) {
+	workload.RelayMain() // a relay process: runs and exits
+	code := m.Run()
+	servers.RemoveTemplates()
+	os.Exit(code)
+}
+
+// database is a throw-away server of one dialect (or an SQLite file) and
+// the test's connection to it.
+type database struct {
+	dialect string
+	dsn     string
+	db      *gorm.DB
+	pg      *servers.Postgres
+	maria   *servers.MariaDB
+}
+
+// startDatabase starts a server of the dialect, creates the tables and
+// opens the test's connection.
+func startDatabase(t *testing.T, dialect string, opts ...servers.Option) *database {
+	t.Helper()
+	d := &database{dialect: dialect}
+	switch dialect {
+	case workload.Postgres:
+		d.pg = servers.StartPostgres(t, opts...)
+		d.dsn = d.pg.DSN()
+	case workload.MySQL:
+		d.maria = servers.StartMariaDB(t, opts...)
+		d.dsn = d.maria.DSN()
+	case workload.SQLite:
+		d.dsn = workload.SQLiteDSN(filepath.Join(t.TempDir(), "outbox.db"))
+	}
+	d.db = open(t, dialect, d.dsn)
+	if err := workload.Setup(t.Context(), d.db); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// open opens dsn for the test, closed when t ends.
+func open(t *testing.T, dialect, dsn string) *gorm.DB {
+	t.Helper()
+	db, err := workload.OpenDB(dialect, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	return db
+}
+
+// crash kills the database server (PostgreSQL: immediate stop; MariaDB:
+// SIGKILL).
+func (d *database) crash(t *testing.T) {
+	t.Helper()
+	switch {
+	case d.pg != nil:
+		d.pg.Crash(t)
+	case d.maria != nil:
+		d.maria.Crash(t)
+	default:
+		t.Fatal("no server to crash")
+	}
+}
+
+func (d *database) restart(t *testing.T) {
+	t.Helper()
+	switch {
+	case d.pg != nil:
+		d.pg.Restart(t)
+	case d.maria != nil:
+		d.maria.Restart(t)
+	}
+}
+
+// fleet is the relays of a scenario: some in this process, some in
+// processes of their own.
+type fleet struct {
+	inproc []*workload.Relay
+	procs  []*workload.RelayProc
+}
+
+// startFleet starts nIn relays in this process on db and nSub relay
+// processes, all configured from base (named in-N and sub-N).
+func startFleet(t *testing.T, db *gorm.DB, base workload.RelayConfig, nIn, nSub int) *fleet {
+	t.Helper()
+	f := &fleet{}
+	for i := range nIn {
+		cfg := base
+		cfg.Name = fmt.Sprintf("in-%d", i)
+		f.inproc = append(f.inproc, workload.StartRelay(t, db, cfg))
+	}
+	for i := range nSub {
+		cfg := base
+		cfg.Name = fmt.Sprintf("sub-%d", i)
+		f.procs = append(f.procs, workload.SpawnRelay(t, cfg))
+	}
+	return f
+}
+
+func (f *fleet) names() []string {
+	var n []string
+	for _, r := range f.inproc {
+		n = append(n, r.Name)
+	}
+	for _, p := range f.procs {
+		n = append(n, p.Name)
+	}
+	return n
+}
+
+func (f *fleet) size() int { return len(f.inproc) + len(f.procs) }
+
+// checkRunning fails t for every relay that has stopped.
+func (f *fleet) checkRunning(t *testing.T) {
+	t.Helper()
+	for _, r := range f.inproc {
+		if !r.Running() {
+			t.Errorf("in-process relay %s stopped", r.Name)
+		}
+	}
+	for _, p := range f.procs {
+		if !p.Running() {
+			t.Errorf("relay process %s exited: %v\n%s", p.Name, p.ExitErr(), servers.Tail(p.Log(), 20))
+		}
+	}
+}
+
+// stop stops every relay cleanly and fails t if one does not.
+func (f *fleet) stop(t *testing.T) {
+	t.Helper()
+	for _, r := range f.inproc {
+		if err := r.Stop(); err != nil {
+			t.Errorf("relay %s: Start returned %v", r.Name, err)
+		}
+	}
+	for _, p := range f.procs {
+		if err := p.Terminate(30 * time.Second); err != nil {
+			t.Errorf("relay process %s: %v", p.Name, err)
+		}
+	}
+}
+
+// pause sleeps d.
+func pause(d time.Duration) { time.Sleep(d) }
+
+// ending is what a scenario says about its run when the faults are over.
+type ending struct {
+	scenario, dialect, transport string
+	faults                       string // what was injected
+	expect                       workload.Expect
+	start, lastFault             time.Time
+	drain                        time.Duration // how long the backlog may take to drain (default 60s)
+	consumers                    *workload.Consumers
+}
+
+// finish stops the writers, waits for the backlog to drain, checks the
+// guarantees, checks that every relay still delivers, stops the relays
+// and logs the summary line.
+func finish(t *testing.T, db *gorm.DB, relays *fleet, w *workload.Writers, e ending) workload.Report {
+	t.Helper()
+	faults := e.faults
+	if w != nil {
+		ws := w.Stop()
+		faults += fmt.Sprintf("; %d writer transactions failed", ws.Failed)
+	}
+	if e.drain == 0 {
+		e.drain = 60 * time.Second
+	}
+	workload.WaitDrained(t, db, e.drain, len(e.expect.Dead))
+	recovered := time.Since(e.lastFault)
+	rep := workload.Check(t, db, e.expect)
+	if e.consumers != nil && e.consumers.Dead() > 0 {
+		t.Errorf("%d messages went dead in the consumers", e.consumers.Dead())
+	}
+	if relays != nil {
+		workload.Probe(t, db, relays.names(), 30*time.Second)
+		relays.checkRunning(t)
+		relays.stop(t)
+	}
+	n := 0
+	if relays != nil {
+		n = relays.size()
+	}
+	workload.Summary{Scenario: e.scenario, Dialect: e.dialect, Transport: e.transport, Relays: n, Faults: faults,
+		Report: rep, Recover: recovered, Total: time.Since(e.start)}.Log(t)
+	return rep
+}
