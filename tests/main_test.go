@@ -5,9 +5,14 @@
 package tests
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,17 +102,23 @@ func (d *database) restart(t *testing.T) {
 type fleet struct {
 	inproc []*workload.Relay
 	procs  []*workload.RelayProc
+	calls  *workload.Calls // handler calls of the in-process relays
+
+	supervising sync.WaitGroup
+	stopping    atomic.Bool
+	restarts    atomic.Int64
+	exits       sync.Map // name -> []error: how relay processes exited
 }
 
 // startFleet starts nIn relays in this process on db and nSub relay
 // processes, all configured from base (named in-N and sub-N).
 func startFleet(t *testing.T, db *gorm.DB, base workload.RelayConfig, nIn, nSub int) *fleet {
 	t.Helper()
-	f := &fleet{}
+	f := &fleet{calls: workload.NewCalls()}
 	for i := range nIn {
 		cfg := base
 		cfg.Name = fmt.Sprintf("in-%d", i)
-		f.inproc = append(f.inproc, workload.StartRelay(t, db, cfg))
+		f.inproc = append(f.inproc, workload.StartRelay(t, db, cfg, f.calls))
 	}
 	for i := range nSub {
 		cfg := base
@@ -145,19 +156,72 @@ func (f *fleet) checkRunning(t *testing.T) {
 	}
 }
 
+// supervise restarts each relay process after it exits (killed, or
+// crashed by a poison event), after a short pause, until stop.
+func (f *fleet) supervise(t *testing.T) {
+	t.Helper()
+	for _, p := range f.procs {
+		f.supervising.Go(func() {
+			for {
+				<-p.Exited()
+				if f.stopping.Load() {
+					return
+				}
+				old, _ := f.exits.LoadOrStore(p.Name, []error{})
+				f.exits.Store(p.Name, append(old.([]error), p.ExitErr()))
+				time.Sleep(200 * time.Millisecond)
+				if f.stopping.Load() {
+					return
+				}
+				if err := p.Start(); err != nil {
+					t.Errorf("restarting relay %s: %v", p.Name, err)
+					return
+				}
+				f.restarts.Add(1)
+			}
+		})
+	}
+}
+
+// exitCodes returns the exit statuses of the relay processes' exits seen by
+// supervise.
+func (f *fleet) exitCodes() []int {
+	var codes []int
+	f.exits.Range(func(_, v any) bool {
+		for _, err := range v.([]error) {
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			}
+			codes = append(codes, code)
+		}
+		return true
+	})
+	return codes
+}
+
 // stop stops every relay cleanly and fails t if one does not.
 func (f *fleet) stop(t *testing.T) {
 	t.Helper()
+	f.stopping.Store(true)
+	for _, p := range f.procs {
+		_ = p.Signal(syscall.SIGCONT) // a frozen one must hear SIGTERM
+	}
 	for _, r := range f.inproc {
 		if err := r.Stop(); err != nil {
 			t.Errorf("relay %s: Start returned %v", r.Name, err)
 		}
 	}
 	for _, p := range f.procs {
+		if !p.Running() {
+			continue // checkRunning reported it
+		}
 		if err := p.Terminate(30 * time.Second); err != nil {
 			t.Errorf("relay process %s: %v", p.Name, err)
 		}
 	}
+	f.supervising.Wait()
 }
 
 // pause sleeps d.
@@ -182,12 +246,18 @@ func finish(t *testing.T, db *gorm.DB, relays *fleet, w *workload.Writers, e end
 	if w != nil {
 		ws := w.Stop()
 		faults += fmt.Sprintf("; %d writer transactions failed", ws.Failed)
+		if ws.LastErr != nil {
+			t.Logf("last writer error: %v", ws.LastErr)
+		}
 	}
 	if e.drain == 0 {
 		e.drain = 60 * time.Second
 	}
 	workload.WaitDrained(t, db, e.drain, len(e.expect.Dead))
 	recovered := time.Since(e.lastFault)
+	if e.consumers != nil {
+		e.expect.Explain = e.consumers.Explain
+	}
 	rep := workload.Check(t, db, e.expect)
 	if e.consumers != nil && e.consumers.Dead() > 0 {
 		t.Errorf("%d messages went dead in the consumers", e.consumers.Dead())

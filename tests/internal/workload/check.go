@@ -17,6 +17,8 @@ import (
 type Expect struct {
 	// Dead are the event ids that must end dead, without an effect.
 	Dead []string
+	// Explain describes an event lost in the transport.
+	Explain func(ids []string) string
 	// Ordered checks that each partition key's effects follow the key's
 	// commit order (where the relay itself runs the handlers).
 	Ordered bool
@@ -49,6 +51,18 @@ const (
 	missingSQL    = `SELECT COUNT(*) FROM fault_orders o WHERE NOT EXISTS (SELECT 1 FROM fault_effects f WHERE f.event_id = o.event_id)`
 )
 
+// Drained reports whether no event is unfinished and every committed event
+// but expectDead of them has its effect.
+func Drained(db *gorm.DB, expectDead int) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var u, m int64
+	if db.WithContext(ctx).Raw(unfinishedSQL).Scan(&u).Error != nil || db.WithContext(ctx).Raw(missingSQL).Scan(&m).Error != nil {
+		return false
+	}
+	return u == 0 && int(m) <= expectDead
+}
+
 // WaitDrained waits until no event is unfinished and every committed event
 // but the expected dead ones has its effect, and returns how long it took.
 // It fails t after timeout, with the state it saw.
@@ -58,6 +72,7 @@ func WaitDrained(t testing.TB, db *gorm.DB, timeout time.Duration, expectDead in
 	deadline := start.Add(timeout)
 	var unfinished, missing int
 	var lastErr error
+	nextLog := start.Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		var u, m int64
@@ -71,6 +86,10 @@ func WaitDrained(t testing.TB, db *gorm.DB, timeout time.Duration, expectDead in
 			if unfinished == 0 && missing <= expectDead {
 				return time.Since(start)
 			}
+		}
+		if time.Now().After(nextLog) {
+			t.Logf("draining: %d events unfinished, %d committed events without effect (%v)", unfinished, missing, lastErr)
+			nextLog = nextLog.Add(5 * time.Second)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -133,7 +152,11 @@ func Check(t testing.TB, db *gorm.DB, exp Expect) Report {
 		}
 	}
 	if r.Lost > 0 {
-		t.Errorf("%d committed events have no effect: %s", r.Lost, sample(t, db, lostSQL))
+		msg := sample(t, db, lostSQL)
+		if exp.Explain != nil {
+			msg += exp.Explain(lost[:min(len(lost), 5)])
+		}
+		t.Errorf("%d committed events have no effect: %s", r.Lost, msg)
 	}
 
 	r.Unfinished = count(t, db, unfinishedSQL+` AND type = ?`, TypeWork)
@@ -260,4 +283,19 @@ func (s Summary) Log(t testing.TB) {
 	t.Logf("SUMMARY | %s | %s | %s | relays %d | events %d | faults: %s | effects %d | duplicates %d | lost %d | dead %d | max attempts %d | order violations %d | drained %v after the last fault | total %v |",
 		s.Scenario, s.Dialect, s.Transport, s.Relays, s.Report.Committed, s.Faults, s.Report.Effects, s.Report.Duplicates,
 		s.Report.Lost, s.Report.Dead, s.Report.MaxAttempts, s.Report.OrderViolations, s.Recover.Round(100*time.Millisecond), s.Total.Round(time.Second))
+}
+
+// WaitPublished waits until no event is unfinished (whatever became of
+// their effects).
+func WaitPublished(t testing.TB, db *gorm.DB, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		var u int64
+		if err := db.Raw(unfinishedSQL).Scan(&u).Error; err == nil && u == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("events still unfinished after %v: %v", timeout, statuses(t, db))
 }

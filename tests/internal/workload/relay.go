@@ -52,8 +52,10 @@ type RelayConfig struct {
 	Concurrency int
 	// Backoff is the delay after a failed attempt (doubling per attempt,
 	// capped at 4×; default 200ms).
-	Backoff  time.Duration
-	Behavior Behavior
+	Backoff time.Duration
+	// Retention of published events (0: kept; the checks read them).
+	Retention time.Duration
+	Behavior  Behavior
 	// LogLevel of the relay's log (default warn).
 	LogLevel slog.Level
 }
@@ -113,7 +115,7 @@ func build(cfg RelayConfig, db *gorm.DB, calls *Calls, log *slog.Logger) (*relay
 	r, err := relay.New(db, withProbes(cfg.Name, db, pub),
 		relay.WithWorkerID(fmt.Sprintf("%s-%d-%d", cfg.Name, os.Getpid(), time.Now().UnixNano()%1e6)),
 		relay.WithLease(cfg.Lease), relay.WithPollInterval(cfg.Poll), relay.WithBatchSize(cfg.Batch),
-		relay.WithConcurrency(cfg.Concurrency), relay.WithRetention(0), relay.WithHeartbeat(time.Second),
+		relay.WithConcurrency(cfg.Concurrency), relay.WithRetention(cfg.Retention), relay.WithHeartbeat(time.Second),
 		relay.WithBackoff(func(attempt int) time.Duration { return backoff << min(max(attempt-1, 0), 2) }),
 		relay.WithLogger(log))
 	if err != nil {
@@ -142,15 +144,18 @@ type Relay struct {
 }
 
 // StartRelay runs a relay on db in this process until Stop or the end of
-// t. Its log goes to the test log when OUTBOX_TEST_LOG=1.
-func StartRelay(t testing.TB, db *gorm.DB, cfg RelayConfig) *Relay {
+// t, recording its handler calls in calls (nil: a record of its own). Its
+// log goes to the test log when OUTBOX_TEST_LOG=1.
+func StartRelay(t testing.TB, db *gorm.DB, cfg RelayConfig, calls *Calls) *Relay {
 	t.Helper()
 	cfg.defaults()
 	var w io.Writer = io.Discard
 	if os.Getenv("OUTBOX_TEST_LOG") == "1" {
 		w = testWriter{t}
 	}
-	calls := NewCalls()
+	if calls == nil {
+		calls = NewCalls()
+	}
 	r, closeFn, err := build(cfg, db, calls, newLogger(w, cfg.LogLevel).With("relay", cfg.Name))
 	if err != nil {
 		t.Fatalf("relay %s: %v", cfg.Name, err)

@@ -125,6 +125,9 @@ func (w *Writers) run(ctx context.Context, db *gorm.DB) {
 			return nil
 		})
 		cancel()
+		if err != nil && ctx.Err() != nil {
+			return // stopped: an interrupted transaction is not a fault
+		}
 		if err != nil {
 			w.failed.Add(1)
 			w.errMu.Lock()
@@ -145,4 +148,19 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// Commit creates the orders, each with its event, in one transaction.
+func Commit(db *gorm.DB, orders ...*Order) error {
+	return db.Transaction(func(tx *gorm.DB) error {
+		for _, o := range orders {
+			if o.EventID == "" {
+				o.EventID = uuid.NewString()
+			}
+			if err := tx.Create(o).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
