@@ -73,6 +73,22 @@ func open(t *testing.T, dialect, dsn string) *gorm.DB {
 	return db
 }
 
+// addr is the server's address.
+func (d *database) addr() string {
+	if d.pg != nil {
+		return d.pg.Addr()
+	}
+	return d.maria.Addr()
+}
+
+// dsnAt is the DSN of the database through another address (a proxy).
+func (d *database) dsnAt(addr string) string {
+	if d.pg != nil {
+		return d.pg.DSNAt(addr)
+	}
+	return d.maria.DSNAt(addr)
+}
+
 // crash kills the database server (PostgreSQL: immediate stop; MariaDB:
 // SIGKILL).
 func (d *database) crash(t *testing.T) {

@@ -72,6 +72,11 @@ func (m *MariaDB) rootDSN(db string) string {
 // DSN is the root DSN of the outbox database.
 func (m *MariaDB) DSN() string { return m.rootDSN("outbox") }
 
+// DSNAt is DSN through another address, such as a proxy's.
+func (m *MariaDB) DSNAt(addr string) string {
+	return fmt.Sprintf("root@tcp(%s)/outbox?parseTime=true&loc=UTC&timeout=5s", addr)
+}
+
 // UserDSN is the DSN of the outbox database as user (see CreateUser).
 func (m *MariaDB) UserDSN(user string) string {
 	return fmt.Sprintf("%s@tcp(127.0.0.1:%d)/outbox?parseTime=true&loc=UTC&timeout=5s", user, m.Port)

@@ -92,6 +92,11 @@ func (p *Postgres) DSN() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.Port)
 }
 
+// DSNAt is DSN through another address, such as a proxy's.
+func (p *Postgres) DSNAt(addr string) string {
+	return fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", addr)
+}
+
 // Addr is host:port.
 func (p *Postgres) Addr() string { return "127.0.0.1:" + strconv.Itoa(p.Port) }
 

@@ -65,13 +65,13 @@ func (c *RelayConfig) defaults() {
 		c.Transport = Inproc
 	}
 	if c.Lease == 0 {
-		c.Lease = 3 * time.Second
+		c.Lease = 5 * time.Second
 	}
 	if c.Poll == 0 {
 		c.Poll = 100 * time.Millisecond
 	}
 	if c.Batch == 0 {
-		c.Batch = 50
+		c.Batch = 25
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 8

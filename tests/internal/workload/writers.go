@@ -164,3 +164,23 @@ func Commit(db *gorm.DB, orders ...*Order) error {
 		return nil
 	})
 }
+
+// Fill commits n orders with their events, in transactions of 1,000
+// (batched inserts of 100), shaped like the writers' (cfg's Keys and
+// KeyedPercent).
+func Fill(db *gorm.DB, n int, cfg WriterConfig) error {
+	cfg.defaults()
+	for done := 0; done < n; done += 1000 {
+		orders := make([]Order, min(1000, n-done))
+		for i := range orders {
+			orders[i] = Order{EventID: uuid.NewString(), MaxAttempts: cfg.MaxAttempts}
+			if rand.N(100) < cfg.KeyedPercent {
+				orders[i].PartitionKey = fmt.Sprintf("k%03d", rand.N(cfg.Keys))
+			}
+		}
+		if err := db.Transaction(func(tx *gorm.DB) error { return tx.CreateInBatches(&orders, 100).Error }); err != nil {
+			return fmt.Errorf("filling orders %d…: %w", done, err)
+		}
+	}
+	return nil
+}
