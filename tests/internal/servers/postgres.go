@@ -148,10 +148,11 @@ func (p *Postgres) Restart(t testing.TB) {
 	}
 }
 
-// Exec runs statements as the superuser on a connection of its own.
+// Exec runs statements as the superuser on a connection of its own (a
+// read-write one, even while default_transaction_read_only is on).
 func (p *Postgres) Exec(t testing.TB, stmts ...string) {
 	t.Helper()
-	if err := execAll("pgx", p.DSN(), stmts); err != nil {
+	if err := execAll("pgx", p.DSN()+"&default_transaction_read_only=off", stmts); err != nil {
 		t.Fatal(err)
 	}
 }
