@@ -58,6 +58,7 @@ func dbAgo(dialect string, minutes int) string {
 // SQLite has no clock of its own (the application's is the database's):
 // the scenario does not apply.
 func TestClockSkew(t *testing.T) {
+	t.Parallel()
 	lib := libfaketime(t)
 	for _, tc := range []struct {
 		dialect string
@@ -67,6 +68,7 @@ func TestClockSkew(t *testing.T) {
 		{workload.MySQL, "+10m"}, {workload.MySQL, "-10m"},
 	} {
 		t.Run(tc.dialect+tc.skew, func(t *testing.T) {
+			t.Parallel()
 			start := time.Now()
 			d := startDatabase(t, tc.dialect, servers.WithEnv("LD_PRELOAD="+lib, "FAKETIME="+tc.skew))
 			var dbNow time.Time

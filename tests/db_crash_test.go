@@ -13,8 +13,10 @@ import (
 // later each time. Afterwards every committed event has exactly one
 // effect, in its key's commit order, and every relay still delivers.
 func TestDatabaseKilled(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range []string{workload.Postgres, workload.MySQL} {
 		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
 			start := time.Now()
 			d := startDatabase(t, dialect)
 			relays := startFleet(t, d.db, workload.RelayConfig{Dialect: dialect, DSN: d.dsn}, 2, 2)

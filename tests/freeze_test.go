@@ -54,8 +54,10 @@ func freezeHolding(t *testing.T, db *gorm.DB, p *workload.RelayProc) []int64 {
 // completions are refused (they are logged as lost), every effect happens
 // once, and it goes on delivering.
 func TestRelayFrozen(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range []string{workload.Postgres, workload.MySQL, workload.SQLite} {
 		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
 			start := time.Now()
 			d := startDatabase(t, dialect)
 			cfg := workload.RelayConfig{Dialect: dialect, DSN: d.dsn, Lease: 3 * time.Second,

@@ -19,16 +19,18 @@ import (
 // holds the database's only write lock for its whole run (its effect's
 // transaction is open), so every other delivery waits: fewer events there.
 func TestHandlerSlowerThanLease(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range []string{workload.Postgres, workload.MySQL, workload.SQLite} {
 		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
 			start := time.Now()
 			d := startDatabase(t, dialect)
 			lease := 5 * time.Second
 			cfg := workload.RelayConfig{Dialect: dialect, DSN: d.dsn, Lease: lease,
 				Behavior: workload.Behavior{SlowPercent: 2, Slow: lease + 2*time.Second}}
-			nIn, nSub, events := 2, 1, 300
+			nIn, nSub, events := 2, 1, 200
 			if dialect == workload.SQLite {
-				nIn, nSub, events = 1, 0, 150
+				nIn, nSub, events = 1, 0, 100
 			}
 			relays := startFleet(t, d.db, cfg, nIn, nSub)
 			w := workload.StartWriters(d.db, workload.WriterConfig{Pause: 20 * time.Millisecond, Limit: events})
@@ -50,8 +52,10 @@ func TestHandlerSlowerThanLease(t *testing.T) {
 // with as many crashes, while the other events, those of its key after it
 // included, are delivered.
 func TestPoisonEventCrashesRelays(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range []string{workload.Postgres, workload.MySQL, workload.SQLite} {
 		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
 			start := time.Now()
 			d := startDatabase(t, dialect)
 			poison := "poison-" + uuid.NewString()
@@ -60,7 +64,7 @@ func TestPoisonEventCrashesRelays(t *testing.T) {
 			if dialect == workload.SQLite {
 				nSub = 1
 			}
-			w := workload.StartWriters(d.db, workload.WriterConfig{Pause: 20 * time.Millisecond, Limit: 400})
+			w := workload.StartWriters(d.db, workload.WriterConfig{Pause: 20 * time.Millisecond, Limit: 200})
 			// The poison and, after it, more events of its key.
 			orders := []*workload.Order{{EventID: poison, PartitionKey: "k000", MaxAttempts: 3}}
 			for range 5 {

@@ -6,10 +6,13 @@ package tests
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,6 +27,15 @@ import (
 
 func TestMain(m *testing.M) {
 	workload.RelayMain() // a relay process: runs and exits
+	// Most of a scenario's time is spent waiting (for a lease to expire, a
+	// server to restart, a fault window to end): run three scenarios at
+	// once rather than one per core, unless -parallel says otherwise.
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		_ = flag.Set("test.parallel", "3")
+	}
 	code := m.Run()
 	servers.RemoveTemplates()
 	os.Exit(code)
@@ -141,7 +153,32 @@ func startFleet(t *testing.T, db *gorm.DB, base workload.RelayConfig, nIn, nSub 
 		cfg.Name = fmt.Sprintf("sub-%d", i)
 		f.procs = append(f.procs, workload.SpawnRelay(t, cfg))
 	}
+	f.waitReady(t, db)
 	return f
+}
+
+// waitReady waits until every relay has recorded its first heartbeat, so
+// that faults hit running relays (a relay process takes a moment to start).
+func (f *fleet) waitReady(t *testing.T, db *gorm.DB) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var ids []string
+		_ = db.Raw(`SELECT id FROM outbox_events_relays`).Scan(&ids).Error
+		missing := 0
+		for _, name := range f.names() {
+			if !slices.ContainsFunc(ids, func(id string) bool { return strings.HasPrefix(id, name+"-") }) {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d relays did not start within 90s", missing)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func (f *fleet) names() []string {

@@ -37,6 +37,7 @@ func netFaults(p *faultnet.Proxy, lease time.Duration) string {
 // lease, while writers (connected directly) go on. Every committed event
 // has exactly one effect and every relay recovers.
 func TestNetworkFaults(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ transport, dialect, between string }{
 		{workload.Inproc, workload.Postgres, "database"},
 		{workload.Inproc, workload.MySQL, "database"},
@@ -44,6 +45,7 @@ func TestNetworkFaults(t *testing.T) {
 		{workload.Asynq, workload.MySQL, "redis"},
 	} {
 		t.Run(tc.transport+"/"+tc.dialect, func(t *testing.T) {
+			t.Parallel()
 			start := time.Now()
 			d := startDatabase(t, tc.dialect)
 			cfg := workload.RelayConfig{Dialect: tc.dialect, DSN: d.dsn, Transport: tc.transport, Lease: 3 * time.Second}

@@ -16,8 +16,10 @@ import (
 // event, no event without its row); relays recover once it is writable
 // again, and every committed event has exactly one effect.
 func TestDatabaseReadOnly(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range []string{workload.Postgres, workload.MySQL} {
 		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
 			start := time.Now()
 			d := startDatabase(t, dialect)
 			app := d.db

@@ -29,6 +29,7 @@ func startConsumers(t *testing.T, transport string, d *database, redisAddr strin
 // committed event has exactly one effect and nothing is dead, neither in
 // the outbox nor in the consumers.
 func TestRedisKilled(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ transport, dialect string }{
 		{workload.Asynq, workload.Postgres},
 		{workload.Stream, workload.MySQL},
@@ -36,6 +37,7 @@ func TestRedisKilled(t *testing.T) {
 		{workload.Stream, workload.SQLite},
 	} {
 		t.Run(tc.transport+"/"+tc.dialect, func(t *testing.T) {
+			t.Parallel()
 			start := time.Now()
 			d := startDatabase(t, tc.dialect)
 			rs := servers.StartRedis(t, servers.AOFAlways)
@@ -95,6 +97,7 @@ func recoverAsynq(t *testing.T, db *gorm.DB, cons *workload.Consumers, lastKill 
 // loss (it fails if the events survive), so that the guarantees matrix
 // states it from a run rather than from belief.
 func TestRedisWithoutPersistenceLosesAcknowledgedEvents(t *testing.T) {
+	t.Parallel()
 	d := startDatabase(t, workload.SQLite)
 	rs := servers.StartRedis(t, servers.NoPersistence)
 	const n = 200

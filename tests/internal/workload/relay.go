@@ -267,10 +267,19 @@ func relayMain(js string) int {
 	log := newLogger(os.Stderr, cfg.LogLevel).With("relay", cfg.Name)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	db, err := OpenDB(cfg.Dialect, cfg.DSN)
-	if err != nil {
-		log.Error("opening the database", "error", err)
-		return 2
+	// The database may be down (a scenario kills it): keep trying, as a
+	// supervisor restarting the process would.
+	var db *gorm.DB
+	var err error
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		if db, err = OpenDB(cfg.Dialect, cfg.DSN); err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			log.Error("opening the database", "error", err)
+			return 2
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	r, closeFn, err := build(cfg, db, nil, log)
 	if err != nil {
