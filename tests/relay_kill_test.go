@@ -46,18 +46,21 @@ func TestRelaysKilled(t *testing.T) {
 			relays := startFleet(t, d.db, cfg, 0, tc.relays)
 			relays.supervise(t)
 			w := workload.StartWriters(d.db, shape)
+			// Kill one relay every 2-3s while the writers run, and for 15s
+			// at least.
 			kills := 0
-			for {
+			killing := time.Now()
+			writing := w.Done()
+			for writing != nil || time.Since(killing) < 15*time.Second {
 				select {
-				case <-w.Done():
+				case <-writing:
+					writing = nil
 				case <-time.After(2*time.Second + rand.N(time.Second)):
 					p := relays.procs[rand.N(len(relays.procs))]
 					if p.Signal(syscall.SIGKILL) == nil {
 						kills++
 					}
-					continue
 				}
-				break
 			}
 			// One more kill after the last commit, so that the drain starts
 			// with events held by a dead relay.
