@@ -254,6 +254,19 @@ func (f *fleet) exitCodes() []int {
 	return codes
 }
 
+// dump makes the named relay processes print their goroutines (SIGQUIT)
+// and logs them: why is a relay wedged?
+func (f *fleet) dump(t *testing.T, names []string) {
+	t.Helper()
+	for _, p := range f.procs {
+		if !slices.Contains(names, p.Name) || p.Signal(syscall.SIGQUIT) != nil {
+			continue
+		}
+		p.Wait(10 * time.Second)
+		t.Logf("goroutines of the wedged relay %s:\n%s", p.Name, servers.Tail(p.Log(), 600))
+	}
+}
+
 // stop stops every relay cleanly and fails t if one does not.
 func (f *fleet) stop(t *testing.T) {
 	t.Helper()
@@ -316,7 +329,9 @@ func finish(t *testing.T, db *gorm.DB, relays *fleet, w *workload.Writers, e end
 		t.Errorf("%d messages went dead in the consumers", e.consumers.Dead())
 	}
 	if relays != nil {
-		workload.Probe(t, db, relays.names(), 30*time.Second)
+		if missing := workload.Probe(t, db, relays.names(), 30*time.Second); len(missing) > 0 {
+			relays.dump(t, missing)
+		}
 		relays.checkRunning(t)
 		relays.stop(t)
 	}

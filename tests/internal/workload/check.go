@@ -238,8 +238,9 @@ func checkOrder(t testing.TB, db *gorm.DB) int {
 }
 
 // Probe emits probe events, one every 100ms, until each named relay has
-// published one (so that none exited or wedged), or fails t after timeout.
-func Probe(t testing.TB, db *gorm.DB, relays []string, timeout time.Duration) {
+// published one (so that none exited or wedged), or fails t after timeout
+// and returns the relays that published none.
+func Probe(t testing.TB, db *gorm.DB, relays []string, timeout time.Duration) []string {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var missing []string
@@ -261,11 +262,12 @@ func Probe(t testing.TB, db *gorm.DB, relays []string, timeout time.Duration) {
 			}
 		}
 		if len(missing) == 0 {
-			return
+			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Errorf("relays %v delivered no probe event within %v: they exited or wedged", missing, timeout)
+	return missing
 }
 
 // Summary is the line a scenario logs for the guarantees matrix.
