@@ -17,7 +17,7 @@ import (
 func netFaults(p *faultnet.Proxy, lease time.Duration) string {
 	p.SetLatency(2*time.Millisecond, 6*time.Millisecond)
 	p.SetResetRate(0.3)
-	pause(8 * time.Second)
+	pause(5 * time.Second)
 	p.Cut()
 	pause(lease + 2*time.Second)
 	p.Restore()
@@ -28,7 +28,7 @@ func netFaults(p *faultnet.Proxy, lease time.Duration) string {
 	p.SetResetRate(0)
 	p.Restore()
 	s := p.Stats()
-	return fmt.Sprintf("latency 2-8ms and %d resets for 8s, a cut of %v, a partition of %v; %d connections through the proxy",
+	return fmt.Sprintf("latency 2-8ms and %d resets for 5s, a cut of %v, a partition of %v; %d connections through the proxy",
 		s.Resets, lease+2*time.Second, lease+2*time.Second, s.Accepted)
 }
 

@@ -33,7 +33,6 @@ func TestRedisKilled(t *testing.T) {
 	for _, tc := range []struct{ transport, dialect string }{
 		{workload.Asynq, workload.Postgres},
 		{workload.Stream, workload.MySQL},
-		{workload.Asynq, workload.SQLite},
 		{workload.Stream, workload.SQLite},
 	} {
 		t.Run(tc.transport+"/"+tc.dialect, func(t *testing.T) {
