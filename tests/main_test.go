@@ -254,6 +254,27 @@ func (f *fleet) exitCodes() []int {
 	return codes
 }
 
+// logTransactions logs the database's open transactions: what holds the
+// locks a wedged relay waits for?
+func logTransactions(t *testing.T, db *gorm.DB) {
+	t.Helper()
+	q := `SELECT trx_id, trx_state, trx_started, trx_mysql_thread_id, trx_query, trx_rows_locked FROM information_schema.innodb_trx`
+	if db.Dialector.Name() == workload.Postgres {
+		q = `SELECT pid, state, xact_start, wait_event_type, wait_event, left(query, 200) AS query FROM pg_stat_activity
+			WHERE xact_start IS NOT NULL AND pid <> pg_backend_pid()`
+	} else if db.Dialector.Name() != workload.MySQL {
+		return
+	}
+	var rows []map[string]any
+	if err := db.Raw(q).Scan(&rows).Error; err != nil {
+		t.Logf("reading open transactions: %v", err)
+		return
+	}
+	for _, r := range rows {
+		t.Logf("open transaction: %v", r)
+	}
+}
+
 // dump makes the named relay processes print their goroutines (SIGQUIT)
 // and logs them: why is a relay wedged?
 func (f *fleet) dump(t *testing.T, names []string) {
@@ -330,6 +351,7 @@ func finish(t *testing.T, db *gorm.DB, relays *fleet, w *workload.Writers, e end
 	}
 	if relays != nil {
 		if missing := workload.Probe(t, db, relays.names(), 30*time.Second); len(missing) > 0 {
+			logTransactions(t, db)
 			relays.dump(t, missing)
 		}
 		relays.checkRunning(t)
