@@ -27,6 +27,7 @@ import (
 
 func TestMain(m *testing.M) {
 	workload.RelayMain() // a relay process: runs and exits
+	workload.QuietMySQL()
 	// Most of a scenario's time is spent waiting (for a lease to expire, a
 	// server to restart, a fault window to end): run three scenarios at
 	// once rather than one per core, unless -parallel says otherwise.

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -93,9 +92,10 @@ func SQLiteDSN(path string) string {
 	return "file:" + path + "?_txlock=immediate&_busy_timeout=20000&_journal_mode=WAL"
 }
 
-// quietMySQL silences the MySQL driver's own logger (connection resets
-// are what these tests inflict).
-var quietMySQL sync.Once
+// QuietMySQL silences the MySQL driver's own logger (connection resets are
+// what these tests inflict). It sets a global of the driver: call it once,
+// before any connection is opened (TestMain).
+func QuietMySQL() { _ = mysql.SetLogger(log.New(io.Discard, "", 0)) }
 
 // OpenDB opens dsn with the outbox plugin installed and a pool sized for
 // several relays and writers.
@@ -107,7 +107,6 @@ func OpenDB(dialect, dsn string) (*gorm.DB, error) {
 	case Postgres:
 		d = pgdriver.Open(dsn)
 	case MySQL:
-		quietMySQL.Do(func() { _ = mysql.SetLogger(log.New(io.Discard, "", 0)) })
 		d = mysqldriver.Open(dsn)
 	default:
 		return nil, fmt.Errorf("unknown dialect %q", dialect)

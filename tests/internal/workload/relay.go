@@ -259,6 +259,7 @@ func RelayMain() {
 }
 
 func relayMain(js string) int {
+	QuietMySQL()
 	var cfg RelayConfig
 	if err := json.Unmarshal([]byte(js), &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bad relay configuration:", err)
