@@ -1,0 +1,108 @@
+package faultnet
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+func echoServer(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); _ = c.Close() }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func roundTrip(c net.Conn, timeout time.Duration) error {
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "ping\n" {
+		return errors.New("bad echo " + line)
+	}
+	return nil
+}
+
+func TestProxyFaults(t *testing.T) {
+	p := New(t, echoServer(t))
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(c, 5*time.Second); err != nil {
+		t.Fatalf("healthy: %v", err)
+	}
+
+	p.SetLatency(100*time.Millisecond, 0)
+	start := time.Now()
+	if err := roundTrip(c, 5*time.Second); err != nil {
+		t.Fatalf("latency: %v", err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("round trip took %v with 100ms each way", d)
+	}
+	p.SetLatency(0, 0)
+
+	p.Partition()
+	if err := roundTrip(c, 300*time.Millisecond); err == nil {
+		t.Fatal("round trip through a partition succeeded")
+	}
+	p.Restore()
+	// The bytes held by the partition arrive after it heals.
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(c2, 5*time.Second); err != nil {
+		t.Fatalf("after partition: %v", err)
+	}
+
+	p.Cut()
+	if err := roundTrip(c2, 2*time.Second); err == nil {
+		t.Fatal("round trip on a cut connection succeeded")
+	}
+	if c3, err := net.Dial("tcp", p.Addr()); err == nil {
+		if err := roundTrip(c3, 2*time.Second); err == nil {
+			t.Fatal("new connection during a cut worked")
+		}
+	}
+	p.Restore()
+	c4, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(c4, 5*time.Second); err != nil {
+		t.Fatalf("after cut: %v", err)
+	}
+
+	p.SetResetRate(100) // every connection within a tick
+	deadline := time.Now().Add(5 * time.Second)
+	for roundTrip(c4, time.Second) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("connection never reset")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if s := p.Stats(); s.Resets < 2 || s.Cuts != 1 || s.Partitions != 1 {
+		t.Errorf("stats %+v", s)
+	}
+}
