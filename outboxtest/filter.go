@@ -86,7 +86,7 @@ func Like(e outbox.Event) Filter {
 	var f Filter
 	for _, s := range [...]struct {
 		col, want string
-		have     func(r *row) string
+		have      func(r *row) string
 	}{
 		{"event_id", e.ID, func(r *row) string { return r.EventID }},
 		{"type", e.Type, func(r *row) string { return r.Type }},
