@@ -67,7 +67,7 @@ func jsonDiff(path string, have, want any, subset bool) string {
 			}
 		}
 		if len(h) != len(w) {
-			return fmt.Sprintf("%s has %d elements, want %d", path, len(h), len(w))
+			return fmt.Sprintf("%s has %d %s, want %d", path, len(h), plural(len(h), "element", "elements"), len(w))
 		}
 		return ""
 	case json.Number:
