@@ -154,6 +154,9 @@ func (c *drainConfig) run(t TB, db *gorm.DB, r *relay.Relay) (relay.Result, erro
 	ctx := contextOf(db)
 	var total relay.Result
 	for range c.maxBatches {
+		if err := ctx.Err(); err != nil { // said plainly, not as a failed statement
+			return total, fmt.Errorf("db's context has ended: %w", err)
+		}
 		if c.deliverDelayed {
 			if err := makeDue(db); err != nil {
 				return total, err

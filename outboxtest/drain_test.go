@@ -60,6 +60,12 @@ func TestDrain(t *testing.T) {
 			t.Errorf("attempts of a delivered event: %d, want 1", env.Attempt)
 		}
 
+		// Mark and Since on the custom table.
+		p := outboxtest.Mark(t, db)
+		o := createOrder(t, db, "cy", 1)
+		outboxtest.RequireEmittedMany(t, db, []outbox.Event{{AggregateID: fmt.Sprint(o.ID)}}, outboxtest.Since(p))
+		outboxtest.Drain(t, db, mux)
+
 		// Nothing left: a second Drain claims nothing.
 		if res := outboxtest.Drain(ft, db, mux); res != (relay.Result{}) {
 			t.Errorf("second drain %+v", res)
@@ -277,6 +283,17 @@ func TestDrainPanic(t *testing.T) {
 }
 
 func TestDrainRefuses(t *testing.T) {
+	// A cancelled context is named as the cause.
+	{
+		db := setup(t, openSQLite(t), "")
+		emit(t, db, outbox.Event{Type: "a"})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		ft := &fakeT{}
+		outboxtest.Drain(ft, db.WithContext(ctx), relay.PublisherFunc(func(context.Context, *outbox.Envelope) error { return nil }))
+		ft.requireFailed(t, true, "outboxtest: Drain: db's context has ended: context canceled")
+	}
+
 	db := setup(t, openSQLite(t), "")
 	pub := relay.PublisherFunc(func(context.Context, *outbox.Envelope) error { return nil })
 

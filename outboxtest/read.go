@@ -93,7 +93,8 @@ func envelopeOf(e *outbox.OutboxEvent) (*outbox.Envelope, error) {
 }
 
 // Position is a place in the outbox: the newest event when Mark took it.
-// Since(p) keeps the events emitted after it.
+// Since(p) keeps the events emitted after it. The zero Position is the
+// start of the table.
 type Position struct{ id int64 }
 
 // Mark returns the current end of db's outbox, so that the assertions can

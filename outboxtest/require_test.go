@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -225,6 +226,24 @@ func TestEmittedFilters(t *testing.T) {
 		ft = &fakeT{}
 		outboxtest.RequireEmitted(ft, db, outbox.Event{ID: "d"}, outboxtest.PayloadSubset(map[string]int{"total": 5}))
 		ft.requireFailed(t, true, "payload containing {\"total\":5}", "blob.stored d: pending, payload 2 bytes, not JSON", "differs: payload is 2 bytes, not JSON, want {\"total\":5}")
+	})
+}
+
+// AvailableAt and MaxAttempts match what was emitted, to the microsecond
+// the databases keep.
+func TestLikeScheduling(t *testing.T) {
+	eachDB(t, "", func(t *testing.T, db *gorm.DB) {
+		at := time.Date(2031, 5, 6, 7, 8, 9, 123456789, time.FixedZone("CEST", 2*3600))
+		emit(t, db, outbox.Event{ID: "later", Type: "reminder.due", AvailableAt: at, MaxAttempts: 4})
+		ft := &fakeT{}
+		outboxtest.RequireEmitted(ft, db, outbox.Event{AvailableAt: at, MaxAttempts: 4})
+		outboxtest.RequireEmitted(ft, db, outbox.Event{AvailableAt: at.UTC().Truncate(time.Microsecond)})
+		ft.requirePassed(t)
+
+		ft = &fakeT{}
+		outboxtest.RequireEmitted(ft, db, outbox.Event{AvailableAt: at.Add(time.Second), MaxAttempts: 5})
+		ft.requireFailed(t, true, "matches max_attempts 5, available_at 2031-05-06T05:08:10.123456Z",
+			"differs: max_attempts is 4, want 5; available_at is 2031-05-06T05:08:09.123456Z, want 2031-05-06T05:08:10.123456Z")
 	})
 }
 
