@@ -178,9 +178,10 @@ func (c *Consumer) round(ctx context.Context) (unavailable bool, err error) {
 	fetched := time.Now()
 	for msg := range batch.Messages() {
 		switch {
-		case ctx.Err() != nil:
-			c.handBack(msg, 0)
-		case unavailable:
+		case ctx.Err() != nil || unavailable:
+			// Handed back with a delay: without one, the message would
+			// come back at once into this fetch, which stays open until
+			// its wait ends.
 			c.handBack(msg, c.cfg.retryDelay)
 		default:
 			if time.Since(fetched) > c.cfg.ackWait/3 {
