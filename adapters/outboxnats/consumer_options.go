@@ -12,10 +12,19 @@ import (
 
 // Defaults of the consumer options.
 const (
-	DefaultBatch         = 10
-	DefaultFetchWait     = 2 * time.Second
-	DefaultAckWait       = 30 * time.Second
+	// DefaultBatch is how many messages one fetch asks for (WithBatch).
+	DefaultBatch = 10
+	// DefaultFetchWait is how long one fetch waits for messages
+	// (WithFetchWait).
+	DefaultFetchWait = 2 * time.Second
+	// DefaultAckWait is the durable consumer's AckWait and the handler
+	// timeout (WithAckWait).
+	DefaultAckWait = 30 * time.Second
+	// DefaultMaxDeliveries is how many counted handler runs a message
+	// gets (WithMaxDeliveries).
 	DefaultMaxDeliveries = 10
+	// DefaultRetryDelay is the delay after a first failed attempt, and
+	// DefaultMaxRetryDelay the longest one (WithRetryDelay).
 	DefaultRetryDelay    = time.Second
 	DefaultMaxRetryDelay = time.Minute
 )

@@ -15,11 +15,19 @@ import (
 
 // Headers added to a message published to the dead-letter subject.
 const (
-	HeaderDeadReason     = "Outbox-Dead-Reason"
-	HeaderDeadStream     = "Outbox-Dead-Stream"
-	HeaderDeadConsumer   = "Outbox-Dead-Consumer"
-	HeaderDeadSubject    = "Outbox-Dead-Subject"
-	HeaderDeadSequence   = "Outbox-Dead-Sequence"
+	// HeaderDeadReason holds why the message is dead (the error, on one
+	// line).
+	HeaderDeadReason = "Outbox-Dead-Reason"
+	// HeaderDeadStream and HeaderDeadConsumer name the stream and the
+	// durable consumer the message went dead in.
+	HeaderDeadStream   = "Outbox-Dead-Stream"
+	HeaderDeadConsumer = "Outbox-Dead-Consumer"
+	// HeaderDeadSubject holds the message's original subject.
+	HeaderDeadSubject = "Outbox-Dead-Subject"
+	// HeaderDeadSequence holds its sequence in the stream.
+	HeaderDeadSequence = "Outbox-Dead-Sequence"
+	// HeaderDeadDeliveries holds the server's delivery count
+	// (NumDelivered) when it went dead.
 	HeaderDeadDeliveries = "Outbox-Dead-Deliveries"
 )
 
@@ -27,8 +35,10 @@ const (
 // failed with outbox.Permanent, or failed its last attempt
 // (WithMaxDeliveries).
 type DeadMessage struct {
-	Stream    string
-	Consumer  string
+	// Stream and Consumer name the stream and the durable consumer.
+	Stream   string
+	Consumer string
+	// Subject is the message's subject, StreamSeq its stream sequence.
 	Subject   string
 	StreamSeq uint64
 	// Data and Header are the message's as delivered.

@@ -40,7 +40,7 @@ func (p *Publisher) failed(e *outbox.Envelope, subject string, err error) error 
 // outbox.Unavailable when a stream does (it is not serving: restarting,
 // electing a leader) or when JetStream itself does not answer.
 func (p *Publisher) lookup(ctx context.Context, subject string) error {
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
+	lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	name, err := p.js.StreamNameBySubject(lctx, subject)
 	switch {
