@@ -416,14 +416,56 @@ func TestConsumerOptions(t *testing.T) {
 			t.Errorf("%s: %v, %v; want ErrInvalidOption and no Consumer", name, c, err)
 		}
 	}
-	c, err := outboxnats.NewConsumer(js, "S", "d", h)
+	stream := newStream(t, js)
+	c, err := outboxnats.NewConsumer(js, stream, "d", h)
 	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	ended, end := context.WithCancel(context.Background())
-	end() // a Run that wins the race returns at once
-	waitFor(t, 5*time.Second, "Run to start", func() bool { return errors.Is(c.Run(ended), outboxnats.ErrRunning) })
-	cancel()
-	must(t, <-done)
+	stop := run(t, c)
+	waitFor(t, 20*time.Second, "Run to create the durable consumer", func() bool {
+		_, err := js.Consumer(context.Background(), stream, "d")
+		return err == nil
+	})
+	second, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := c.Run(second); !errors.Is(err, outboxnats.ErrRunning) {
+		t.Errorf("a second Run: %v, want ErrRunning", err)
+	}
+	stop()
+}
+
+// TestBeyondDuplicateWindow publishes an event again after the stream's
+// duplicate window: JetStream stores it twice, as the package documentation
+// says, and IdempotentTx still makes its effect happen once.
+func TestBeyondDuplicateWindow(t *testing.T) {
+	js := newJS(t)
+	stream := newStream(t, js, func(c *jetstream.StreamConfig) { c.Duplicates = 500 * time.Millisecond })
+	db, store := setupDB(t, testenv.Open(t, testenv.SQLite))
+	must(t, db.AutoMigrate(&effect{}))
+	p := newPublisher(t, js, outboxnats.WithSubjectPrefix(stream+"."))
+	e := envelope("ev-late", "x")
+	must(t, p.Publish(context.Background(), e))
+	must(t, p.Publish(context.Background(), e)) // within the window: dropped
+	if n := streamMsgs(t, js, stream); n != 1 {
+		t.Fatalf("within the window the stream holds %d messages, want 1", n)
+	}
+	time.Sleep(1500 * time.Millisecond) // the server forgets ids a little after the window
+	must(t, p.Publish(context.Background(), e))
+	if n := streamMsgs(t, js, stream); n != 2 {
+		t.Fatalf("after the window the stream holds %d messages, want 2", n)
+	}
+	var deliveries counters
+	c, err := outboxnats.NewConsumer(js, stream, "late", outboxnats.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
+		deliveries.inc(e.ID)
+		return outboxnats.IdempotentTx(store, "late", func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
+			return tx.Create(&effect{EventID: e.ID}).Error
+		}).Handle(ctx, e)
+	}), consumerOpts(t)...)
+	must(t, err)
+	run(t, c)
+	waitFor(t, 20*time.Second, "both copies handled", func() bool { return deliveries.get("ev-late") == 2 })
+	waitFor(t, 20*time.Second, "the consumer to settle", settled(t, js, stream, "late"))
+	var n int64
+	must(t, db.Model(&effect{}).Count(&n).Error)
+	if n != 1 {
+		t.Errorf("%d effects of an event stored twice, want 1", n)
+	}
 }
