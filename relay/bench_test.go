@@ -217,3 +217,91 @@ func BenchmarkLatency(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkKeyedBacklog drains a backlog of 8,000 pending events with one
+// relay at its defaults, per dialect: without partition keys, over 8 keys
+// and over 1,000 keys (event i has key i mod keys), each after ANALYZE,
+// and reports the three rates and the keyed/unkeyed ratios measured in the
+// same run. A drain that has not finished after keyedDrainLimit reports
+// the rate it reached.
+//
+//	go test -run '^$' -bench BenchmarkKeyedBacklog -benchtime 1x ./relay
+func BenchmarkKeyedBacklog(b *testing.B) {
+	const events = 8000
+	for _, d := range testenv.Dialects {
+		b.Run(d, func(b *testing.B) {
+			db := testenv.Open(b, d)
+			if err := db.Use(&outbox.Plugin{AutoMigrate: true}); err != nil {
+				b.Fatal(err)
+			}
+			var unkeyed, keys8, keys1000 float64
+			for b.Loop() {
+				unkeyed += drainKeyed(b, db, events, 0)
+				keys8 += drainKeyed(b, db, events, 8)
+				keys1000 += drainKeyed(b, db, events, 1000)
+			}
+			n := float64(b.N)
+			b.ReportMetric(unkeyed/n, "unkeyed-events/s")
+			b.ReportMetric(keys8/n, "8keys-events/s")
+			b.ReportMetric(keys1000/n, "1000keys-events/s")
+			b.ReportMetric(keys8/unkeyed, "8keys/unkeyed")
+			b.ReportMetric(keys1000/unkeyed, "1000keys/unkeyed")
+		})
+	}
+}
+
+// keyedDrainLimit bounds one drain of BenchmarkKeyedBacklog.
+const keyedDrainLimit = 2 * time.Minute
+
+// drainKeyed fills the table with n pending events over keys partition
+// keys (none when keys is 0), refreshes the statistics, and returns the
+// rate at which one relay with default options publishes them.
+func drainKeyed(b *testing.B, db *gorm.DB, n, keys int) float64 {
+	b.Helper()
+	if err := db.Exec("DELETE FROM outbox_events").Error; err != nil {
+		b.Fatal(err)
+	}
+	emitN(b, db, n, func(i int) outbox.Event {
+		e := outbox.Event{Type: "bench", AggregateID: fmt.Sprint(i), Payload: map[string]int{"i": i}}
+		if keys > 0 {
+			e.PartitionKey = fmt.Sprint("key-", i%keys)
+		}
+		return e
+	})
+	analyze(b, db)
+	var done atomic.Int64
+	pub := relay.PublisherFunc(func(context.Context, *outbox.Envelope) error { done.Add(1); return nil })
+	r, err := relay.New(db, pub, relay.WithLogger(testLogger(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	start := time.Now()
+	go func() { stopped <- r.Start(ctx) }()
+	for done.Load() < int64(n) && time.Since(start) < keyedDrainLimit {
+		time.Sleep(time.Millisecond)
+	}
+	took := time.Since(start)
+	got := done.Load()
+	cancel()
+	if err := <-stopped; err != nil {
+		b.Fatal(err)
+	}
+	if got < int64(n) {
+		b.Logf("%d keys: %d of %d events published in %v", keys, got, n, took.Round(time.Millisecond))
+	}
+	return float64(got) / took.Seconds()
+}
+
+// analyze refreshes the planner's statistics of the outbox table.
+func analyze(b *testing.B, db *gorm.DB) {
+	b.Helper()
+	q := "ANALYZE outbox_events"
+	if db.Dialector.Name() == "mysql" {
+		q = "ANALYZE TABLE outbox_events"
+	}
+	if err := db.Exec(q).Error; err != nil {
+		b.Fatal(err)
+	}
+}
