@@ -27,7 +27,7 @@ func TestMigrateMatchesSQLFiles(t *testing.T) {
 			must(t, outbox.Migrate(viaMigrate))
 
 			viaFiles := openMultiStatement(t, d)
-			for _, name := range []string{"0001_outbox_events", "0003_outbox_relays"} {
+			for _, name := range []string{"0001_outbox_events", "0003_outbox_relays", "0004_outbox_claim_by_key"} {
 				up, err := fs.ReadFile(migrations.FS, d+"/"+name+".up.sql")
 				must(t, err)
 				must(t, viaFiles.Exec(string(up)).Error)
@@ -59,7 +59,7 @@ func TestMigrateMatchesSQLFiles(t *testing.T) {
 			}
 
 			// The down migrations remove everything.
-			for _, name := range []string{"0003_outbox_relays", "0001_outbox_events"} {
+			for _, name := range []string{"0004_outbox_claim_by_key", "0003_outbox_relays", "0001_outbox_events"} {
 				down, err := fs.ReadFile(migrations.FS, d+"/"+name+".down.sql")
 				must(t, err)
 				must(t, viaFiles.Exec(string(down)).Error)

@@ -97,7 +97,7 @@ func Migrate(db *gorm.DB) error {
 
 // outboxMigrations are the files of package migrations that belong to the
 // outbox table.
-var outboxMigrations = []string{"0001_outbox_events", "0003_outbox_relays"}
+var outboxMigrations = []string{"0001_outbox_events", "0003_outbox_relays", "0004_outbox_claim_by_key"}
 
 func migrate(db *gorm.DB, table string) error {
 	err := sqlmigrate.Apply(db.Session(&gorm.Session{NewDB: true}), outboxMigrations, map[string]string{DefaultTableName: table})

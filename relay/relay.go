@@ -90,6 +90,7 @@ type Relay struct {
 	running bool
 
 	background   sync.WaitGroup // goroutines Start and RunOnce wait for
+	held         heldBatches    // claimed batches not completed yet
 	analyzing    atomic.Bool
 	lastAnalyze  atomic.Int64 // unix nanoseconds
 	analyzeError atomic.Bool  // ANALYZE was refused once: stop trying
