@@ -17,15 +17,17 @@ import (
 
 // mysqlDriver claims in a short READ COMMITTED transaction of a few
 // statements, each served by an index that leads with status (InnoDB has
-// no partial indexes, and MariaDB no LATERAL and no lazy recursive CTE):
+// no partial indexes, and MariaDB no LATERAL and no lazy recursive CTE).
+// It reads through secondary indexes without locking and locks only by
+// primary key, skipping locked rows, so that claims never wait for each
+// other:
 //
 //  1. walk the keys: the first pending, failed and publishing event of each
 //     key after the cursor (a loose index scan over the key index, a
 //     bounded number of keys per statement);
 //  2. lock the heads that are claimable (FOR UPDATE SKIP LOCKED);
 //  3. read the runs that follow them, one short index range per key;
-//  4. lock the oldest events without a key (FOR UPDATE SKIP LOCKED), retries
-//     that are due first;
+//  4. lock the oldest events without a key (FOR UPDATE SKIP LOCKED);
 //  5. pick the batch and UPDATE it by id.
 //
 // MariaDB has no UPDATE … RETURNING: the rows are read in steps 2 to 4.
@@ -200,7 +202,7 @@ func (c *mysqlClaim) walk(lo string, hi *string) (heads []int64, end string, mor
 // lockHeads locks those of the heads ids that are still claimable and not
 // locked by another claim, and reads them.
 func (c *mysqlClaim) lockHeads(ids []int64) ([]outbox.OutboxEvent, error) {
-	rows, err := c.tx.Raw(`SELECT `+claimColumns+` FROM `+c.table+`
+	rows, err := c.tx.Raw(`SELECT `+claimColumns+` FROM `+c.table+` FORCE INDEX (PRIMARY)
 		WHERE id IN ? AND status IN ('pending', 'failed') AND available_at <= UTC_TIMESTAMP(6)
 		FOR UPDATE SKIP LOCKED`, ids).Rows()
 	if err != nil {
@@ -222,6 +224,23 @@ func (c *mysqlClaim) runs(heads []outbox.OutboxEvent) ([]ranked, error) {
 	if per < 1 {
 		return nil, nil
 	}
+	var out []ranked
+	for chunk := range slices.Chunk(heads, runsPerStatement) {
+		got, err := c.runsOf(chunk, per)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+// runsPerStatement bounds the heads whose runs one statement reads (12
+// bind parameters each; MySQL takes 65,535 per statement).
+const runsPerStatement = 1000
+
+// runsOf reads the runs behind heads, at most per events each.
+func (c *mysqlClaim) runsOf(heads []outbox.OutboxEvent, per int) ([]ranked, error) {
 	var (
 		q    strings.Builder
 		args []any
@@ -274,34 +293,62 @@ func (c *mysqlClaim) runs(heads []outbox.OutboxEvent) ([]ranked, error) {
 	return out, nil
 }
 
-// unkeyed locks and reads the oldest claimable events without a key: due
-// retries first, then new events, at most limit.
+// unkeyed locks and reads claimable events without a key, at most limit,
+// the oldest first: it reads the ids of the oldest 2×limit (a plain read of
+// the claim index), then locks those that no other claim holds, by primary
+// key. A locking read over a range of a secondary index would also lock
+// the entry past its end (the first event with a key), which another
+// claim may be updating: two claims would then wait for each other.
 func (c *mysqlClaim) unkeyed() ([]outbox.OutboxEvent, error) {
-	var out []outbox.OutboxEvent
-	for _, status := range []outbox.Status{outbox.StatusFailed, outbox.StatusPending} {
-		if len(out) == c.limit {
-			break
-		}
-		rows, err := c.tx.Raw(`SELECT `+claimColumns+` FROM `+c.table+`
-			WHERE status = ? AND partition_key = '' AND available_at <= UTC_TIMESTAMP(6)
-			ORDER BY available_at, id
-			LIMIT ?
-			FOR UPDATE SKIP LOCKED`, string(status), c.limit-len(out)).Rows()
-		if err != nil {
-			return nil, fmt.Errorf("locking events without a key: %w", err)
-		}
-		got, err := scanClaimed(rows)
-		if err != nil {
+	type candidate struct {
+		id        int64
+		available anyTime
+	}
+	part := `(SELECT id, available_at FROM ` + c.table + `
+		WHERE status = ? AND partition_key = '' AND available_at <= UTC_TIMESTAMP(6)
+		ORDER BY available_at, id LIMIT ?)`
+	rows, err := c.tx.Raw(part+" UNION ALL "+part, string(outbox.StatusFailed), 2*c.limit, string(outbox.StatusPending), 2*c.limit).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("reading events without a key: %w", err)
+	}
+	var cands []candidate
+	for rows.Next() {
+		var e candidate
+		if err := rows.Scan(&e.id, &e.available); err != nil {
+			rows.Close()
 			return nil, err
 		}
-		out = append(out, got...)
+		cands = append(cands, e)
 	}
-	return out, nil
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(cands, func(a, b candidate) int {
+		return cmp.Or(a.available.t.Compare(b.available.t), cmp.Compare(a.id, b.id))
+	})
+	ids := make([]int64, 0, min(len(cands), 2*c.limit))
+	for _, e := range cands[:min(len(cands), 2*c.limit)] {
+		ids = append(ids, e.id)
+	}
+	rows, err = c.tx.Raw(`SELECT `+claimColumns+` FROM `+c.table+` FORCE INDEX (PRIMARY)
+		WHERE id IN ? AND status IN ('pending', 'failed') AND partition_key = '' AND available_at <= UTC_TIMESTAMP(6)
+		LIMIT ?
+		FOR UPDATE SKIP LOCKED`, ids, c.limit).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("locking events without a key: %w", err)
+	}
+	return scanClaimed(rows)
 }
 
 // mark claims rows for worker. Every row is locked or behind a locked head,
 // so every row must be claimed; anything else is an error that rolls the
-// claim back.
+// claim back. The UPDATE goes by primary key (FORCE INDEX): through a
+// status range of a secondary index, two claims lock rows in different
+// orders and deadlock.
 func (c *mysqlClaim) mark(rows []outbox.OutboxEvent, worker string, lease time.Duration) error {
 	if len(rows) == 0 {
 		return nil
@@ -310,7 +357,7 @@ func (c *mysqlClaim) mark(rows []outbox.OutboxEvent, worker string, lease time.D
 	for i := range rows {
 		ids[i] = rows[i].ID
 	}
-	res := c.tx.Exec(`UPDATE `+c.table+`
+	res := c.tx.Exec(`UPDATE `+c.table+` FORCE INDEX (PRIMARY)
 		SET status = 'publishing', locked_by = ?, locked_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
 		    claim_version = claim_version + 1, attempts = attempts + 1
 		WHERE id IN ? AND status IN ('pending', 'failed')`, worker, lease.Microseconds(), ids)

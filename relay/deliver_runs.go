@@ -74,7 +74,7 @@ func (d *delivery) concurrently() {
 					return
 				}
 				for _, j := range d.runs[n] {
-					if j < 0 || d.ctx.Err() != nil || stopped.Load() {
+					if j < 0 || d.over() || stopped.Load() {
 						break
 					}
 					d.started[j] = true
@@ -92,6 +92,11 @@ func (d *delivery) concurrently() {
 	wg.Wait()
 }
 
+// over reports whether no more deliveries may start: the relay is
+// stopping, or the deadline passed (a long run of one key), in which case
+// the rest goes back without spending an attempt.
+func (d *delivery) over() bool { return d.ctx.Err() != nil || d.pctx.Err() != nil }
+
 func (d *delivery) publishOne(j int) error {
 	r := d.r
 	dctx, span, e := r.trace.deliverySpan(d.pctx, d.batchSpan, d.envs[j])
@@ -106,11 +111,12 @@ func (d *delivery) publishOne(j int) error {
 // inRounds delivers the runs through PublishBatch, in rounds: the first
 // event of every run, then the second event of every run whose first was
 // published, and so on. A batch publisher gives no order within one call,
-// so two events of a key never share one. Rounds stop when ctx ends or
-// after a round in which the publisher said it is unavailable.
+// so two events of a key never share one. Rounds stop when ctx ends, at
+// the deadline, or after a round in which the publisher said it is
+// unavailable.
 func (d *delivery) inRounds() {
 	pos := make([]int, len(d.runs)) // next event of each run; -1: stopped
-	for d.ctx.Err() == nil {
+	for !d.over() {
 		var round []int // envs indexes
 		for n, run := range d.runs {
 			if pos[n] < 0 || pos[n] >= len(run) {

@@ -307,3 +307,29 @@ func TestWaitingKeysDoNotHideTheOthers(t *testing.T) {
 		}
 	})
 }
+
+// A key's run that cannot be delivered within the lease stops at the
+// deadline: what was not started goes back without spending an attempt,
+// instead of being published with an expired context and failing.
+func TestLongRunStopsAtTheDeadline(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		emitN(t, db, 20, func(i int) outbox.Event { e := event(i); e.PartitionKey = "slow"; return e })
+		pub := relay.PublisherFunc(func(ctx context.Context, _ *outbox.Envelope) error {
+			if err := ctx.Err(); err != nil {
+				return err // started after the deadline
+			}
+			time.Sleep(100 * time.Millisecond)
+			return nil
+		})
+		res, err := newRelay(t, db, pub, relay.WithLease(time.Second), relay.WithBatchSize(20)).RunOnce(t.Context())
+		must(t, err)
+		if res.Failed != 0 || res.Published == 0 || res.Released == 0 || res.Published+res.Released != 20 {
+			t.Fatalf("%+v, want some published, the rest released, none failed", res)
+		}
+		var spent int64
+		must(t, db.Model(&outbox.OutboxEvent{}).Where("status = 'pending' AND attempts <> 0").Count(&spent).Error)
+		if spent != 0 {
+			t.Errorf("%d released events spent an attempt", spent)
+		}
+	})
+}
