@@ -173,22 +173,24 @@ up_to_cursor(k, h) AS (
 		ORDER BY partition_key, id LIMIT 1) n)
 ),
 heads AS (
-	SELECT e.id, e.partition_key FROM (SELECT h FROM after_cursor UNION ALL SELECT h FROM up_to_cursor) s
+	SELECT e.id, e.partition_key, e.available_at FROM (SELECT h FROM after_cursor UNION ALL SELECT h FROM up_to_cursor) s
 	CROSS JOIN LATERAL (
-		SELECT e.id, e.partition_key FROM {table} e
+		SELECT e.id, e.partition_key, e.available_at FROM {table} e
 		WHERE e.id = s.h AND e.status IN ('pending', 'failed') AND e.available_at <= now()
 		FOR UPDATE SKIP LOCKED) e
 	LIMIT @limit
 ),
 runs AS (
+	SELECT id, available_at, 1::bigint AS rn FROM heads
+	UNION ALL
 	SELECT r.id, r.available_at, r.rn FROM heads h CROSS JOIN LATERAL (
-		SELECT q.id, q.available_at, row_number() OVER w AS rn,
+		SELECT q.id, q.available_at, 1 + row_number() OVER w AS rn,
 		       bool_and(q.status IN ('pending', 'failed') AND q.available_at <= now()) OVER w AS ok
 		FROM (SELECT id, status, available_at FROM {table}
-		      WHERE (partition_key, id) >= (h.partition_key, h.id) AND partition_key <= h.partition_key
+		      WHERE (partition_key, id) > (h.partition_key, h.id) AND partition_key <= h.partition_key
 		        AND ` + keyedUnfinished + `
 		      ORDER BY partition_key, id
-		      LIMIT (SELECT (@limit + count(*) - 1) / greatest(count(*), 1) FROM heads)) q
+		      LIMIT (SELECT (@limit + count(*) - 1) / greatest(count(*), 1) - 1 FROM heads)) q
 		WINDOW w AS (ORDER BY q.id)) r
 	WHERE r.ok
 ),
