@@ -19,6 +19,7 @@ type heldBatches struct {
 	done chan struct{} // closed when n drops to zero
 }
 
+// add records a claimed batch.
 func (h *heldBatches) add() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -28,9 +29,14 @@ func (h *heldBatches) add() {
 	h.n++
 }
 
+// finish records that a batch was completed (once per claimed batch; a
+// surplus call is ignored).
 func (h *heldBatches) finish() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.n == 0 {
+		return
+	}
 	h.n--
 	if h.n == 0 {
 		close(h.done)
