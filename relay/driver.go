@@ -82,7 +82,11 @@ func newDriver(kind dialect.Kind, table string) driver {
 const keyedUnfinished = `status IN ('pending', 'publishing', 'failed') AND partition_key <> ''`
 
 // keyCursor is where a relay's walk over the keys resumes: the last key
-// its previous claim took, in the order of that claim's walk.
+// its previous claim took, in the order of that claim's walk. Keys are
+// compared bytewise, as SQLite and MySQL (utf8mb4_bin) order them; on a
+// PostgreSQL database whose collation orders otherwise the cursor may land
+// a little off, which changes where the next walk starts (every walk goes
+// round all the keys) and nothing else.
 type keyCursor struct {
 	mu  sync.Mutex
 	key string
