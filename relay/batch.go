@@ -45,8 +45,14 @@ type batch struct {
 	outs  []outcome
 }
 
+// heldWait bounds how long a claim that found nothing waits for this
+// relay's own batches to be completed before it claims again.
+const heldWait = 2 * time.Second
+
 // claimBatch claims up to a batch of events. An error of a claim cut short
-// by the end of ctx is not reported: nothing was claimed.
+// by the end of ctx is not reported: nothing was claimed. A claim that
+// finds nothing while this relay holds a batch not completed yet claims
+// again once it is (see heldBatches).
 func (r *Relay) claimBatch(ctx context.Context) claimed {
 	if ctx.Err() != nil {
 		return claimed{}
@@ -59,10 +65,14 @@ func (r *Relay) claimBatch(ctx context.Context) claimed {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.lease)
 	defer cancel()
 	rows, err := r.drv.claim(cctx, r.db, r.cfg.workerID, r.cfg.batchSize, r.cfg.lease)
+	if err == nil && len(rows) == 0 && r.held.wait(ctx, heldWait) {
+		rows, err = r.drv.claim(cctx, r.db, r.cfg.workerID, r.cfg.batchSize, r.cfg.lease)
+	}
 	if err != nil {
 		return claimed{err: fmt.Errorf("relay: claiming events: %w", err)}
 	}
 	if len(rows) > 0 {
+		r.held.add() // until complete
 		r.inst.claimed.Add(ctx, int64(len(rows)), metric.WithAttributes(attrTable.String(r.table)))
 	}
 	if len(rows) == r.cfg.batchSize {
@@ -117,6 +127,7 @@ func (r *Relay) releaseBatch(ctx context.Context, c claimed, delay time.Duration
 // still not recorded then are kept for this relay's next rescue (see
 // lateOutcomes), and complete returns the error.
 func (r *Relay) complete(b *batch) (res Result, err error) {
+	defer r.held.finish()
 	defer func() { endDelivery(b.span, err) }()
 	res.Claimed = len(b.outs)
 	ctx := context.WithoutCancel(b.ctx)

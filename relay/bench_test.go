@@ -74,8 +74,9 @@ func drainRelay(b *testing.B, db *gorm.DB, relays, batch, n int) float64 {
 }
 
 // drainMinimal is the limit: workers that claim a batch with the simplest
-// statement the dialect allows, read what a delivery needs (the columns of
-// an outbox.Envelope), and mark the batch published with another.
+// statement the dialect allows (served by the claim index, which holds the
+// events without a key), read what a delivery needs (the columns of an
+// outbox.Envelope), and mark the batch published with another.
 func drainMinimal(b *testing.B, db *gorm.DB, workers, batch, n int) float64 {
 	var (
 		done  atomic.Int64
@@ -128,11 +129,11 @@ func claimMinimal(b *testing.B, db *gorm.DB, worker string, batch int) []int64 {
 	switch db.Dialector.Name() {
 	case "postgres":
 		err = db.Raw(`UPDATE outbox_events SET status = 'publishing', locked_by = ? WHERE id IN (
-			SELECT id FROM outbox_events WHERE status IN ('pending', 'failed') AND available_at <= now()
+			SELECT id FROM outbox_events WHERE status IN ('pending', 'failed') AND partition_key = '' AND available_at <= now()
 			ORDER BY available_at, id LIMIT ? FOR UPDATE SKIP LOCKED) RETURNING `+minimalColumns, worker, batch).Scan(&rows).Error
 	case "mysql":
 		err = db.Transaction(func(tx *gorm.DB) error {
-			if err := tx.Raw(`SELECT `+minimalColumns+` FROM outbox_events WHERE status = 'pending' AND available_at <= UTC_TIMESTAMP(6)
+			if err := tx.Raw(`SELECT `+minimalColumns+` FROM outbox_events WHERE status = 'pending' AND partition_key = '' AND available_at <= UTC_TIMESTAMP(6)
 				ORDER BY available_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, batch).Scan(&rows).Error; err != nil || len(rows) == 0 {
 				return err
 			}
@@ -140,7 +141,7 @@ func claimMinimal(b *testing.B, db *gorm.DB, worker string, batch int) []int64 {
 		}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	default:
 		err = db.Raw(`UPDATE outbox_events SET status = 'publishing', locked_by = ? WHERE id IN (
-			SELECT id FROM outbox_events WHERE status IN ('pending', 'failed') AND available_at <= ?
+			SELECT id FROM outbox_events WHERE status IN ('pending', 'failed') AND partition_key = '' AND available_at <= ?
 			ORDER BY available_at, id LIMIT ?) RETURNING `+minimalColumns, worker, time.Now().UTC().Format("2006-01-02 15:04:05.000000000+00:00"), batch).Scan(&rows).Error
 	}
 	if err != nil {
@@ -215,5 +216,94 @@ func BenchmarkLatency(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 		})
+	}
+}
+
+// BenchmarkKeyedBacklog drains a backlog of 8,000 pending events with one
+// relay at its defaults, per dialect: without partition keys, over 8 keys
+// and over 1,000 keys (event i has key i mod keys), each after ANALYZE,
+// and reports the three rates and the keyed/unkeyed ratios measured in the
+// same run. A drain that has not finished after keyedDrainLimit reports
+// the rate it reached.
+//
+//	go test -run '^$' -bench BenchmarkKeyedBacklog -benchtime 1x ./relay
+func BenchmarkKeyedBacklog(b *testing.B) {
+	const events = 8000
+	for _, d := range testenv.Dialects {
+		b.Run(d, func(b *testing.B) {
+			db := testenv.Open(b, d)
+			if err := db.Use(&outbox.Plugin{AutoMigrate: true}); err != nil {
+				b.Fatal(err)
+			}
+			drainKeyed(b, db, events/4, 0) // warm up: connections, statement and plan caches
+			var unkeyed, keys8, keys1000 float64
+			for b.Loop() {
+				unkeyed += drainKeyed(b, db, events, 0)
+				keys8 += drainKeyed(b, db, events, 8)
+				keys1000 += drainKeyed(b, db, events, 1000)
+			}
+			n := float64(b.N)
+			b.ReportMetric(unkeyed/n, "unkeyed-events/s")
+			b.ReportMetric(keys8/n, "8keys-events/s")
+			b.ReportMetric(keys1000/n, "1000keys-events/s")
+			b.ReportMetric(keys8/unkeyed, "8keys/unkeyed")
+			b.ReportMetric(keys1000/unkeyed, "1000keys/unkeyed")
+		})
+	}
+}
+
+// keyedDrainLimit bounds one drain of BenchmarkKeyedBacklog.
+const keyedDrainLimit = 2 * time.Minute
+
+// drainKeyed fills the table with n pending events over keys partition
+// keys (none when keys is 0), refreshes the statistics, and returns the
+// rate at which one relay with default options publishes them.
+func drainKeyed(b *testing.B, db *gorm.DB, n, keys int) float64 {
+	b.Helper()
+	if err := db.Exec("DELETE FROM outbox_events").Error; err != nil {
+		b.Fatal(err)
+	}
+	emitN(b, db, n, func(i int) outbox.Event {
+		e := outbox.Event{Type: "bench", AggregateID: fmt.Sprint(i), Payload: map[string]int{"i": i}}
+		if keys > 0 {
+			e.PartitionKey = fmt.Sprint("key-", i%keys)
+		}
+		return e
+	})
+	analyze(b, db)
+	var done atomic.Int64
+	pub := relay.PublisherFunc(func(context.Context, *outbox.Envelope) error { done.Add(1); return nil })
+	r, err := relay.New(db, pub, relay.WithLogger(testLogger(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	start := time.Now()
+	go func() { stopped <- r.Start(ctx) }()
+	for done.Load() < int64(n) && time.Since(start) < keyedDrainLimit {
+		time.Sleep(time.Millisecond)
+	}
+	took := time.Since(start)
+	got := done.Load()
+	cancel()
+	if err := <-stopped; err != nil {
+		b.Fatal(err)
+	}
+	if got < int64(n) {
+		b.Logf("%d keys: %d of %d events published in %v", keys, got, n, took.Round(time.Millisecond))
+	}
+	return float64(got) / took.Seconds()
+}
+
+// analyze refreshes the planner's statistics of the outbox table.
+func analyze(b *testing.B, db *gorm.DB) {
+	b.Helper()
+	q := "ANALYZE outbox_events"
+	if db.Dialector.Name() == "mysql" {
+		q = "ANALYZE TABLE outbox_events"
+	}
+	if err := db.Exec(q).Error; err != nil {
+		b.Fatal(err)
 	}
 }

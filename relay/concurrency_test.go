@@ -100,7 +100,7 @@ func TestPartitionKeyOrderUnderFailures(t *testing.T) {
 			done.Add(1)
 			return nil
 		})
-		runRelays(t, db, 4, track(t, pub), 2*time.Minute, func() bool { return done.Load() >= keys*perKey+unkeyed },
+		runRelays(t, db, 4, trackOrdered(t, pub), 2*time.Minute, func() bool { return done.Load() >= keys*perKey+unkeyed },
 			relay.WithBatchSize(25), relay.WithPollInterval(5*time.Millisecond),
 			relay.WithBackoff(func(int) time.Duration { return time.Duration(rand.IntN(3)) * time.Millisecond }))
 

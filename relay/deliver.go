@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gormoutbox/outbox"
@@ -66,22 +63,28 @@ func (r *Relay) maxAttempts(row *outbox.OutboxEvent) int {
 	return r.cfg.maxAttempts
 }
 
-// deliver publishes the claimed rows and returns their outcomes. Deliveries
-// not started when ctx ends, or after the publisher reported itself
-// unavailable, are released. Started deliveries run to completion under a
+// deliver publishes the claimed rows and returns their outcomes. The
+// events of one partition key are delivered one after the other, in id
+// order; after one that was not published, the later ones of its key are
+// not started. Deliveries not started (for that reason, when ctx ends, or
+// after the publisher reported itself unavailable) are released without
+// spending an attempt. Started deliveries run to completion under a
 // context that ends at deadline, not with ctx.
 func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline time.Time, unavailableDelay time.Duration) []outcome {
 	outs := make([]outcome, len(rows))
 	var envs []*outbox.Envelope
 	var idx []int // outs index of each envelope
+	envOf := make([]int, len(rows))
 	for i := range rows {
 		outs[i].row = &rows[i]
+		envOf[i] = -1
 		env, err := envelope(&rows[i])
 		if err != nil {
 			outs[i].kind, outs[i].err = dead, outbox.Permanent(err)
 			continue
 		}
 		outs[i].env = env
+		envOf[i] = len(envs)
 		envs = append(envs, env)
 		idx = append(idx, i)
 	}
@@ -90,68 +93,15 @@ func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline
 	}
 	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
-	batchSpan := trace.SpanFromContext(ctx)
-
-	errs := make([]error, len(envs))
-	started := make([]bool, len(envs))
+	d := &delivery{r: r, ctx: ctx, pctx: pctx, batchSpan: trace.SpanFromContext(ctx), envs: envs,
+		errs: make([]error, len(envs)), started: make([]bool, len(envs))}
+	d.runs = keyRuns(rows, envOf)
 	if r.batchPub != nil {
-		if ctx.Err() == nil {
-			for i := range started {
-				started[i] = true
-			}
-			spans := make([]trace.Span, len(envs))
-			traced := make([]*outbox.Envelope, len(envs))
-			for i, e := range envs {
-				_, spans[i], traced[i] = r.trace.deliverySpan(pctx, batchSpan, e)
-			}
-			began := time.Now()
-			res := r.publishBatch(pctx, traced)
-			took := time.Since(began).Seconds()
-			for i := range spans {
-				var err error
-				if i < len(res) {
-					err = res[i]
-				}
-				r.inst.publishDuration.Record(pctx, took, metric.WithAttributes(attrTable.String(r.table), attrEventType.String(envs[i].Type)))
-				endDelivery(spans[i], err)
-			}
-			if len(res) != len(envs) {
-				err := fmt.Errorf("relay: PublishBatch returned %d results for %d events", len(res), len(envs))
-				for i := range errs {
-					errs[i] = err
-				}
-			} else {
-				copy(errs, res)
-			}
-		}
+		d.inRounds()
 	} else {
-		var (
-			next    atomic.Int64
-			stopped atomic.Bool // unavailable: start nothing more
-			wg      sync.WaitGroup
-		)
-		for range min(r.cfg.concurrency, len(envs)) {
-			wg.Go(func() {
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= len(envs) || ctx.Err() != nil || stopped.Load() {
-						return
-					}
-					started[i] = true
-					dctx, span, e := r.trace.deliverySpan(pctx, batchSpan, envs[i])
-					began := time.Now()
-					errs[i] = r.publish(dctx, e)
-					r.inst.publishDuration.Record(pctx, time.Since(began).Seconds(),
-						metric.WithAttributes(attrTable.String(r.table), attrEventType.String(e.Type)))
-					endDelivery(span, errs[i])
-					if outbox.IsUnavailable(errs[i]) {
-						stopped.Store(true)
-					}
-				}
-			})
-		}
-		wg.Wait()
+		d.concurrently()
 	}
+	errs, started := d.errs, d.started
 
 	// The transport is down: what was not started waits out the relay's
 	// backoff too, rather than being claimed at once by another relay.

@@ -15,20 +15,22 @@
 //
 // # The cycle
 //
-// A relay claims a batch in one short statement (PostgreSQL: UPDATE over
-// SELECT … FOR UPDATE SKIP LOCKED; MySQL: SELECT … FOR UPDATE SKIP LOCKED
-// and UPDATE in a READ COMMITTED transaction; SQLite: UPDATE … RETURNING).
+// A relay claims a batch in one short statement (PostgreSQL: an UPDATE
+// whose CTEs lock with FOR UPDATE SKIP LOCKED; SQLite: UPDATE … RETURNING)
+// or transaction (MySQL: a few SELECT … FOR UPDATE SKIP LOCKED and an
+// UPDATE, READ COMMITTED).
 // A claim sets status publishing, locked_by (the worker id), locked_until
 // (now plus the lease, by the database clock) and bumps claim_version and
 // attempts. The claim commits before any delivery starts: no transaction
 // is open while the relay talks to the network.
 //
-// It then delivers the batch (WithConcurrency deliveries at once, or one
-// PublishBatch call for a BatchPublisher) and records every outcome in one
-// conditional UPDATE (one per 1000 events, within every database's limit
-// of bind parameters) that applies to a row only if it is still publishing,
-// locked by this relay, unexpired, and at the claim_version this relay
-// claimed (its fencing token). A relay that was paused past its lease
+// It then delivers the batch (WithConcurrency deliveries at once, the
+// events of a partition key one after the other; or, for a BatchPublisher,
+// PublishBatch calls holding at most one event per key) and records every
+// outcome in one conditional UPDATE (one per 1000 events, within every
+// database's limit of bind parameters) that applies to a row only if it is
+// still publishing, locked by this relay, unexpired, and at the
+// claim_version this relay claimed (its fencing token). A relay that was paused past its lease
 // completes nothing: its outcomes are counted as lost and logged, and the
 // events are delivered again by whoever claims them next. On PostgreSQL
 // and MySQL, Start records a batch's outcomes while it claims and delivers
@@ -78,20 +80,34 @@
 // # Order
 //
 // Events sharing a PartitionKey are delivered one at a time, in the order
-// their transactions committed, across all relays: a claim takes an event
-// only if no earlier event of its key is unfinished (pending, failed or
-// publishing) and none of its key is in flight. An event waiting for a
-// retry holds back the later events of its key; a dead event stops holding
-// them. Commit order equals id order because the write path serialises
-// the writers of a key (see package outbox). A replayed dead event is
-// delivered when claimed, after later events of its key that were already
-// delivered. Events without a key are delivered in parallel, roughly in
-// order of availability.
+// their transactions committed, across all relays. A key's head is its
+// oldest unfinished (pending, failed or publishing) event. A claim takes a
+// key only when its head is claimable (pending or failed, and due) and not
+// locked by another claim, and then takes the head run: the head and the
+// events of the key that follow it, up to the first that is not claimable
+// (at most batch size ÷ keys found, so that keys share a batch). The relay
+// delivers a run one event after the other; after an event that was not
+// published, the rest of its run goes back without spending an attempt. So
+// a key with an event in flight is skipped by every other claim, an event
+// waiting for a retry holds back the later events of its key, and a dead
+// event stops holding them. Commit order equals id order because the write
+// path serialises the writers of a key (see package outbox). A replayed
+// dead event is delivered when claimed, after later events of its key that
+// were already delivered. Events without a key are delivered in parallel,
+// roughly in order of availability.
+//
+// A claim walks the keys with unfinished events through the key index,
+// one index probe per key, starting after the last key this relay's
+// previous claim took: keys take turns however many there are, and a key
+// whose head waits for a retry costs one probe, whatever its backlog. A
+// backlog over few keys drains in runs, over many keys a key per slot.
 //
 // # Waking up
 //
-// While batches come back non-empty a relay claims again at once. When the
-// table is idle it polls, from 50ms doubling to WithPollInterval. On
+// While batches come back non-empty a relay claims again at once. A claim
+// that finds nothing while the relay's previous batch is still being
+// recorded (its keys stay publishing until then) waits for that and claims
+// again. When the table is idle it polls, from 50ms doubling to WithPollInterval. On
 // PostgreSQL it also LISTENs on a channel named after the table, NOTIFYed
 // by a trigger when a transaction that inserted events commits, so that an
 // idle relay (polling every 5s) delivers within milliseconds of a commit.

@@ -129,19 +129,28 @@ func runRelays(t testing.TB, db *gorm.DB, n int, pub relay.Publisher, timeout ti
 }
 
 // holdTracker wraps a Publisher and fails the test if one event, or one
-// partition key, is held by two deliveries at once.
+// partition key, is held by two deliveries at once; made by trackOrdered,
+// also if an event of a key is published after a later one of its key
+// (event ids in the order of their key, such as event's).
 type holdTracker struct {
 	t    testing.TB
 	next relay.Publisher
 
-	mu     sync.Mutex
-	events map[string]string // event id -> holder
-	keys   map[string]string // partition key -> event id
-	starts int
+	mu        sync.Mutex
+	events    map[string]string // event id -> holder
+	keys      map[string]string // partition key -> event id
+	starts    int
+	published map[string]string // partition key -> last event id published; nil: no order check
 }
 
 func track(t testing.TB, next relay.Publisher) *holdTracker {
 	return &holdTracker{t: t, next: next, events: map[string]string{}, keys: map[string]string{}}
+}
+
+func trackOrdered(t testing.TB, next relay.Publisher) *holdTracker {
+	h := track(t, next)
+	h.published = map[string]string{}
+	return h
 }
 
 func (h *holdTracker) Publish(ctx context.Context, e *outbox.Envelope) error {
@@ -167,7 +176,18 @@ func (h *holdTracker) Publish(ctx context.Context, e *outbox.Envelope) error {
 		h.mu.Unlock()
 	}()
 	time.Sleep(time.Duration(len(e.ID)%3) * 50 * time.Microsecond) // widen the window a little
-	return h.next.Publish(ctx, e)
+	err := h.next.Publish(ctx, e)
+	if err == nil && e.PartitionKey != "" {
+		h.mu.Lock()
+		if last, ok := h.published[e.PartitionKey]; ok && e.ID <= last {
+			h.t.Errorf("key %s: event %s published after %s", e.PartitionKey, e.ID, last)
+		}
+		if h.published != nil {
+			h.published[e.PartitionKey] = e.ID
+		}
+		h.mu.Unlock()
+	}
+	return err
 }
 
 // past is a time long gone, as the dialect stores it.

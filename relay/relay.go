@@ -32,7 +32,9 @@ type Publisher interface {
 
 // BatchPublisher is a Publisher that can deliver a whole batch at once,
 // such as a Redis pipeline. The relay uses PublishBatch when the publisher
-// implements it. The result holds one error per envelope, in order.
+// implements it. The result holds one error per envelope, in order. A call
+// holds at most one event per partition key: the next event of a key comes
+// in a later call, once the previous one was delivered.
 type BatchPublisher interface {
 	Publisher
 	PublishBatch(ctx context.Context, es []*outbox.Envelope) []error
@@ -102,6 +104,7 @@ type Relay struct {
 	running bool
 
 	background   sync.WaitGroup // goroutines Start and RunOnce wait for
+	held         heldBatches    // claimed batches not completed yet
 	analyzing    atomic.Bool
 	lastAnalyze  atomic.Int64 // unix nanoseconds
 	analyzeError atomic.Bool  // ANALYZE was refused once: stop trying

@@ -29,21 +29,32 @@ func scanClaimed(rows *sql.Rows) ([]outbox.OutboxEvent, error) {
 	defer rows.Close()
 	var out []outbox.OutboxEvent
 	for rows.Next() {
-		var (
-			e         outbox.OutboxEvent
-			available anyTime
-			created   anyTime
-		)
-		if err := rows.Scan(&e.ID, &e.EventID, &e.Type, &e.Version, &e.TenantID, &e.AggregateType, &e.AggregateID,
-			&e.PartitionKey, &e.Topic, &e.Payload, &e.Headers, &e.Attempts, &e.MaxAttempts, &e.ClaimVersion,
-			&available, &created); err != nil {
+		e, err := scanEvent(rows)
+		if err != nil {
 			return nil, err
 		}
-		e.AvailableAt, e.CreatedAt = available.t, created.t
-		e.Status = outbox.StatusPublishing
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// scanEvent scans the current row, of claimColumns and then the columns
+// extra points to, as a claimed (publishing) event.
+func scanEvent(rows *sql.Rows, extra ...any) (outbox.OutboxEvent, error) {
+	var (
+		e         outbox.OutboxEvent
+		available anyTime
+		created   anyTime
+	)
+	dest := []any{&e.ID, &e.EventID, &e.Type, &e.Version, &e.TenantID, &e.AggregateType, &e.AggregateID,
+		&e.PartitionKey, &e.Topic, &e.Payload, &e.Headers, &e.Attempts, &e.MaxAttempts, &e.ClaimVersion,
+		&available, &created}
+	if err := rows.Scan(append(dest, extra...)...); err != nil {
+		return e, err
+	}
+	e.AvailableAt, e.CreatedAt = available.t, created.t
+	e.Status = outbox.StatusPublishing
+	return e, nil
 }
 
 // anyTime scans a time whichever way the driver returns it: a time.Time,

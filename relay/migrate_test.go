@@ -1,0 +1,89 @@
+package relay_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/sqlmigrate"
+	"github.com/gormoutbox/outbox/internal/testenv"
+	"github.com/gormoutbox/outbox/relay"
+)
+
+// Migration 0004 (the claim indexes by partition key) applied by
+// outbox.Migrate to a table made by the earlier migrations that already
+// holds events in every state: the rows are kept, the indexes are the new
+// ones, Migrate is then a no-op, and a relay delivers what is left in
+// per-key order.
+func TestClaimIndexMigrationOnATableWithRows(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, db *gorm.DB) {
+		must(t, sqlmigrate.Apply(db, []string{"0001_outbox_events", "0003_outbox_relays"}, nil))
+		must(t, db.Use(&outbox.Plugin{}))
+		const keys, perKey, unkeyed = 4, 30, 40
+		emitN(t, db, keys*perKey+unkeyed, func(i int) outbox.Event {
+			e := event(i)
+			if i < keys*perKey {
+				e.PartitionKey = fmt.Sprint("key-", i%keys)
+			}
+			return e
+		})
+		// History and retries: the first event of each key published, the
+		// second failed and due; a few events without a key dead.
+		must(t, db.Exec("UPDATE outbox_events SET status = 'published', published_at = created_at, attempts = 1 WHERE id <= ?", keys).Error)
+		must(t, db.Exec("UPDATE outbox_events SET status = 'failed', attempts = 1 WHERE id > ? AND id <= ?", keys, 2*keys).Error)
+		must(t, db.Exec("UPDATE outbox_events SET status = 'dead', attempts = 1 WHERE id > ?", keys*perKey+unkeyed-3).Error)
+		before := statusCounts(t, db)
+
+		must(t, outbox.Migrate(db))
+		if after := statusCounts(t, db); after != before {
+			t.Fatalf("rows per status %v before the migration, %v after", before, after)
+		}
+		if def := claimIndexDefinition(t, db); !strings.Contains(def, "partition_key") {
+			t.Errorf("claim index after the migration: %s", def)
+		}
+		var applied int64
+		must(t, db.Table(sqlmigrate.VersionTable).Where("name = ?", "0005_outbox_claim_by_key").Count(&applied).Error)
+		if applied != 1 {
+			t.Errorf("0004 recorded %d times", applied)
+		}
+		must(t, outbox.Migrate(db)) // recorded: not applied again
+
+		tracker := trackOrdered(t, newRecorder())
+		want := int64(keys*(perKey-1) + unkeyed - 3)
+		runRelays(t, db, 2, tracker, time.Minute, func() bool {
+			return countStatus(t, db, outbox.StatusPublished) == int64(keys)+want
+		}, relay.WithBatchSize(16), relay.WithPollInterval(5*time.Millisecond))
+		if tracker.starts != int(want) {
+			t.Errorf("%d deliveries, want %d", tracker.starts, want)
+		}
+	})
+}
+
+func statusCounts(t *testing.T, db *gorm.DB) string {
+	t.Helper()
+	var rows []struct {
+		Status string
+		N      int
+	}
+	must(t, db.Raw("SELECT status, COUNT(*) AS n FROM outbox_events GROUP BY status ORDER BY status").Scan(&rows).Error)
+	return fmt.Sprint(rows)
+}
+
+// claimIndexDefinition describes outbox_events_claim_idx.
+func claimIndexDefinition(t *testing.T, db *gorm.DB) string {
+	t.Helper()
+	var def []string
+	switch db.Dialector.Name() {
+	case "postgres":
+		must(t, db.Raw("SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'outbox_events_claim_idx'").Scan(&def).Error)
+	case "mysql":
+		must(t, db.Raw("SELECT column_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND index_name = 'outbox_events_claim_idx' ORDER BY seq_in_index").Scan(&def).Error)
+	default:
+		must(t, db.Raw("SELECT sql FROM sqlite_master WHERE name = 'outbox_events_claim_idx'").Scan(&def).Error)
+	}
+	return strings.Join(def, ", ")
+}
