@@ -14,7 +14,7 @@ import (
 	"github.com/gormoutbox/outbox/relay"
 )
 
-// Migration 0004 (the claim indexes by partition key) applied by
+// Migration 0005 (the claim indexes by partition key) applied by
 // outbox.Migrate to a table made by the earlier migrations that already
 // holds events in every state: the rows are kept, the indexes are the new
 // ones, Migrate is then a no-op, and a relay delivers what is left in
@@ -48,7 +48,7 @@ func TestClaimIndexMigrationOnATableWithRows(t *testing.T) {
 		var applied int64
 		must(t, db.Table(sqlmigrate.VersionTable).Where("name = ?", "0005_outbox_claim_by_key").Count(&applied).Error)
 		if applied != 1 {
-			t.Errorf("0004 recorded %d times", applied)
+			t.Errorf("0005 recorded %d times", applied)
 		}
 		must(t, outbox.Migrate(db)) // recorded: not applied again
 
