@@ -71,7 +71,7 @@ func NewConsumer(conn *amqp.Connection, queue string, h Handler, opts ...Consume
 	}
 	if v, ok := h.(relay.Validator); ok {
 		if err := v.Validate(); err != nil {
-			cfg.errs = append(cfg.errs, err)
+			cfg.optErrs = append(cfg.optErrs, err)
 		}
 	}
 	if cfg.logger == nil {
@@ -89,7 +89,7 @@ func NewConsumer(conn *amqp.Connection, queue string, h Handler, opts ...Consume
 		log:     log,
 		tracer:  cfg.tracerProvider.Tracer(tracerName),
 		prop:    propagation.TraceContext{},
-		invalid: errors.Join(cfg.errs...),
+		invalid: errors.Join(cfg.optErrs...),
 	}
 	c.failures.m = map[string]int{}
 	return c, c.invalid

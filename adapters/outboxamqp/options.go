@@ -33,10 +33,10 @@ type SharedOption interface {
 	ConsumerOption
 }
 
-// errs collects configuration errors.
-type errs []error
+// optErrs collects configuration errors.
+type optErrs []error
 
-func (e *errs) fail(format string, args ...any) {
+func (e *optErrs) fail(format string, args ...any) {
 	*e = append(*e, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
 }
 
@@ -54,7 +54,7 @@ type common struct {
 	dial     DialFunc
 	logger   *slog.Logger
 	topology func(ch *amqp.Channel) error
-	errs
+	optErrs
 }
 
 type publisherOption func(*publisherConfig)
@@ -164,11 +164,12 @@ func WithLogger(l *slog.Logger) SharedOption {
 }
 
 // WithTopology declares what the Publisher or Consumer needs (exchanges,
-// queues, bindings, dead-letter arguments) on each new connection, before
-// its first publish or consume there. f runs on a channel of its own that
-// is closed afterwards; it must be idempotent (AMQP declarations are). An
-// error is logged: the Publisher reports the batch outbox.Unavailable
-// (no attempt spent) and the Consumer retries, until f succeeds.
+// queues, bindings, dead-letter arguments): the Publisher on each new
+// connection, before its first publish there; the Consumer each time it
+// starts consuming. f runs on a channel of its own that is closed
+// afterwards; it must be idempotent (AMQP declarations are). An error is
+// logged: the Publisher reports the batch outbox.Unavailable (no attempt
+// spent) and the Consumer starts again after a backoff, until f succeeds.
 func WithTopology(f func(ch *amqp.Channel) error) SharedOption {
 	return sharedOption(func(c *common) {
 		if f == nil {

@@ -79,7 +79,7 @@ func NewPublisher(conn *amqp.Connection, opts ...Option) (*Publisher, error) {
 		src:     &connSource{conn: conn, dial: cfg.dial, log: log},
 		cfg:     cfg,
 		log:     log,
-		invalid: errors.Join(cfg.errs...),
+		invalid: errors.Join(cfg.optErrs...),
 	}
 	return p, p.invalid
 }

@@ -307,6 +307,36 @@ func TestConfirmTimeoutIsUnavailable(t *testing.T) {
 	proxy.resume()
 }
 
+// The connection lost while the Publisher waits for confirms: the events
+// fail at once with ErrConnectionClosed, marked outbox.Unavailable (they
+// may have reached the broker: the relay publishes them again).
+func TestConnectionLostAwaitingConfirms(t *testing.T) {
+	q := queue(t, "lost", nil)
+	proxy := newStallProxy(t, brokerAddr(t))
+	u, err := amqp.ParseURI(brokerURL(t))
+	must(t, err)
+	conn := dialURL(t, fmt.Sprintf("amqp://%s:%s@%s/%s", u.Username, u.Password, proxy.addr(), u.Vhost))
+	pub := newPublisher(t, conn, outboxamqp.WithConfirmTimeout(time.Minute))
+	must(t, pub.Publish(t.Context(), envelope("before", "t", q)))
+	proxy.stall()
+	done := make(chan []error, 1)
+	go func() {
+		done <- pub.PublishBatch(context.Background(), []*outbox.Envelope{envelope("x", "t", q), envelope("y", "t", q)})
+	}()
+	time.Sleep(200 * time.Millisecond) // published, waiting for confirms
+	proxy.cut()
+	select {
+	case errs := <-done:
+		for _, err := range errs {
+			if !errors.Is(err, outboxamqp.ErrConnectionClosed) || !outbox.IsUnavailable(err) {
+				t.Errorf("connection lost: %v, want Unavailable ErrConnectionClosed", err)
+			}
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("PublishBatch still waits 30s after the connection was lost")
+	}
+}
+
 // Events that can never become AMQP messages fail permanently, before the
 // broker is asked (here there is none).
 func TestInvalidEventsArePermanent(t *testing.T) {

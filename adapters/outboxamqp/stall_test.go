@@ -88,3 +88,13 @@ func (g gate) Read(b []byte) (int, error) {
 	g.p.mu.Unlock()
 	return n, err
 }
+
+// cut closes every connection.
+func (p *stallProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
