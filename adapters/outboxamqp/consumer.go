@@ -106,7 +106,9 @@ func (c *Consumer) Validate() error { return c.invalid }
 // backoff (100ms doubling to 5s), dialling a new connection when the
 // current one is closed and WithDial is given. It returns an error only
 // for an invalid configuration, or when the Consumer is already running.
-// Connections it dialled are closed when it returns.
+// Connections it dialled are closed when it returns. amqp091 takes no
+// context when it opens a channel or starts consuming: a broker that stops
+// answering then holds Run until the connection's heartbeat gives up.
 func (c *Consumer) Run(ctx context.Context) error {
 	if c.invalid != nil {
 		return c.invalid
