@@ -140,14 +140,17 @@ func (cc *confirmChannel) wait(ctx context.Context, dcs []*amqp.DeferredConfirma
 		defer t.Stop()
 		expired = t.C
 	}
+	returns := cc.returns
 	for next := 0; next < len(dcs) && !w.closed && w.abort == nil; {
 		select {
 		case <-dcs[next].Done():
 			next++
-		case r, ok := <-cc.returns:
-			if ok {
-				w.returned[r.MessageId] = r
+		case r, ok := <-returns:
+			if !ok {
+				returns = nil // closed with the channel: the close comes next
+				continue
 			}
+			w.returned[r.MessageId] = r
 		case e := <-cc.closes: // nil when closed without an error
 			w.closed, w.closeErr = true, e
 		case <-ctx.Done():
