@@ -141,3 +141,44 @@ func purge(b *testing.B, q string) {
 	_, err := admin(b).QueuePurge(q, false)
 	must(b, err)
 }
+
+// BenchmarkPublisherAlone measures the Publisher without the relay's
+// database work: PublishBatch of the envelopes of 20,000 events, 100 at a
+// time (JSON encoding included), against the direct loop of
+// BenchmarkRelayToRabbitMQ, in one run.
+func BenchmarkPublisherAlone(b *testing.B) {
+	const batch = relay.DefaultBatchSize
+	conn := dial(b)
+	q := queue(b, "bench-pub", nil)
+	db, _ := outboxDB(b, testenv.SQLite)
+	testenv.Emit(b, db, benchEvents, benchEvent(q))
+	msgs := directMessages(b, db)
+	var rows []outbox.OutboxEvent
+	must(b, db.Order("id").Find(&rows).Error)
+	envs := make([]*outbox.Envelope, len(rows))
+	for i, r := range rows {
+		envs[i] = &outbox.Envelope{ID: r.EventID, Type: r.Type, Topic: r.Topic, AggregateType: r.AggregateType,
+			AggregateID: r.AggregateID, Attempt: 1, Payload: r.Payload, CreatedAt: r.CreatedAt}
+	}
+	pub := newPublisher(b, conn)
+	var pubTook, directTook time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		for off := 0; off < len(envs); off += batch {
+			for _, err := range pub.PublishBatch(context.Background(), envs[off:min(len(envs), off+batch)]) {
+				must(b, err)
+			}
+		}
+		pubTook += time.Since(start)
+		b.StopTimer()
+		purge(b, q)
+		directTook += publishDirect(b, conn, q, msgs, batch)
+		purge(b, q)
+		b.StartTimer()
+	}
+	p, d := rate(b.N*benchEvents, pubTook), rate(b.N*benchEvents, directTook)
+	b.ReportMetric(p, "publisher-events/s")
+	b.ReportMetric(d, "direct-events/s")
+	b.ReportMetric(p/d, "publisher/direct")
+}
