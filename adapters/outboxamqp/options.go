@@ -1,0 +1,180 @@
+package outboxamqp
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/gormoutbox/outbox"
+)
+
+// DefaultConfirmTimeout is how long a Publisher waits for the broker's
+// confirms of a batch, unless WithConfirmTimeout says otherwise (the
+// relay's deadline, its lease, applies too).
+const DefaultConfirmTimeout = 30 * time.Second
+
+// Option configures a Publisher. Bad options are reported by NewPublisher
+// and Validate.
+type Option interface {
+	applyPublisher(*publisherConfig)
+}
+
+// ConsumerOption configures a Consumer. Bad options are reported by
+// NewConsumer and Validate.
+type ConsumerOption interface {
+	applyConsumer(*consumerConfig)
+}
+
+// SharedOption configures both a Publisher and a Consumer.
+type SharedOption interface {
+	Option
+	ConsumerOption
+}
+
+// optErrs collects configuration errors.
+type optErrs []error
+
+func (e *optErrs) fail(format string, args ...any) {
+	*e = append(*e, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+}
+
+type publisherConfig struct {
+	source         string
+	exchange       string
+	routing        func(e *outbox.Envelope) (exchange, key string)
+	confirmTimeout time.Duration
+	message        func(e *outbox.Envelope, m *amqp.Publishing)
+	common
+}
+
+// common holds the settings of SharedOption.
+type common struct {
+	dial     DialFunc
+	logger   *slog.Logger
+	topology func(ch *amqp.Channel) error
+	optErrs
+}
+
+type publisherOption func(*publisherConfig)
+
+func (f publisherOption) applyPublisher(c *publisherConfig) { f(c) }
+
+type sharedOption func(*common)
+
+func (f sharedOption) applyPublisher(c *publisherConfig) { f(&c.common) }
+func (f sharedOption) applyConsumer(c *consumerConfig)   { f(&c.common) }
+
+// WithSource sets the CloudEvents source of the envelopes published, when
+// the envelope has none (default outbox.DefaultSource); it is also the
+// message's app-id. It must not be empty.
+func WithSource(source string) Option {
+	return publisherOption(func(c *publisherConfig) {
+		if source == "" {
+			c.fail("source is empty")
+		}
+		c.source = source
+	})
+}
+
+// WithExchange publishes every event to the exchange name, with the
+// event's Topic as its routing key (its Type when it has no Topic). The
+// default is "", AMQP's default exchange, which routes a message to the
+// queue named by its routing key: the Topic then names the queue.
+// WithRouting overrides it.
+func WithExchange(name string) Option {
+	return publisherOption(func(c *publisherConfig) {
+		if len(name) > maxShortStr {
+			c.fail("exchange name is longer than %d bytes", maxShortStr)
+		}
+		c.exchange = name
+	})
+}
+
+// WithRouting chooses the exchange and routing key of each event, such as
+// a topic exchange routed by event type:
+//
+//	outboxamqp.WithRouting(func(e *outbox.Envelope) (string, string) { return "events", e.Type })
+//
+// It must be deterministic and safe for concurrent use. A name longer
+// than 255 bytes fails the event with ErrInvalidMessage (permanent).
+func WithRouting(f func(e *outbox.Envelope) (exchange, key string)) Option {
+	return publisherOption(func(c *publisherConfig) {
+		if f == nil {
+			c.fail("routing function is nil")
+		}
+		c.routing = f
+	})
+}
+
+// WithConfirmTimeout bounds how long the Publisher waits for the broker to
+// confirm a batch (default DefaultConfirmTimeout; zero waits until the
+// relay's deadline). Events not confirmed in time fail with
+// ErrConfirmTimeout, marked outbox.Unavailable: they may have reached the
+// broker, and are published again later.
+func WithConfirmTimeout(d time.Duration) Option {
+	return publisherOption(func(c *publisherConfig) {
+		if d < 0 {
+			c.fail("confirm timeout %v is negative", d)
+		}
+		c.confirmTimeout = d
+	})
+}
+
+// WithMessage lets f adjust each event's message before it is published:
+// its priority, expiration, correlation id, more headers, or
+// DeliveryMode (Transient, to trade durability for speed). The Publisher
+// sets MessageId and Body after f, so those stay the event id and the
+// envelope. f must be safe for concurrent use; m.Headers is never nil.
+func WithMessage(f func(e *outbox.Envelope, m *amqp.Publishing)) Option {
+	return publisherOption(func(c *publisherConfig) {
+		if f == nil {
+			c.fail("message function is nil")
+		}
+		c.message = f
+	})
+}
+
+// WithDial gives a function that opens a new connection when the current
+// one is closed (by a network failure, a broker restart or shutdown): the
+// Publisher dials on its next publish, and the Consumer before consuming
+// again. Connections it dialled are closed by Publisher.Close (a
+// Consumer's when Run returns); the connection passed to NewPublisher or
+// NewConsumer, if any, is never closed by this package. With WithDial,
+// that connection may be nil: the first use dials. See Dialer.
+func WithDial(dial DialFunc) SharedOption {
+	return sharedOption(func(c *common) {
+		if dial == nil {
+			c.fail("dial function is nil")
+		}
+		c.dial = dial
+	})
+}
+
+// WithLogger sets the logger (default slog.Default()). Payloads are never
+// logged.
+func WithLogger(l *slog.Logger) SharedOption {
+	return sharedOption(func(c *common) {
+		if l == nil {
+			c.fail("logger is nil")
+		}
+		c.logger = l
+	})
+}
+
+// WithTopology declares what the Publisher or Consumer needs (exchanges,
+// queues, bindings, dead-letter arguments): the Publisher on each new
+// connection, before its first publish there; the Consumer each time it
+// starts consuming. f runs on a channel of its own that is closed
+// afterwards; it must be idempotent (AMQP declarations are). An error is
+// logged: the Publisher reports the batch outbox.Unavailable (no attempt
+// spent) and the Consumer starts again after a backoff, until f succeeds.
+func WithTopology(f func(ch *amqp.Channel) error) SharedOption {
+	return sharedOption(func(c *common) {
+		if f == nil {
+			c.fail("topology function is nil")
+		}
+		c.topology = f
+	})
+}

@@ -1,0 +1,83 @@
+package outboxamqp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox"
+)
+
+// ErrBadPayload is wrapped, marked outbox.Permanent, by the error of a
+// handler made with HandlerOf or TxHandlerOf whose event's payload does
+// not decode into the handler's type. The message names the event id, its
+// type and the Go type.
+var ErrBadPayload = errors.New("outboxamqp: payload does not decode")
+
+// HandlerOf adapts a function of the decoded payload to a Handler:
+//
+//	h := outboxamqp.HandlerOf(func(ctx context.Context, o Order) error {
+//		return mailer.Receipt(ctx, o.Email, o.Total)
+//	})
+//	c, err := outboxamqp.NewConsumer(conn, "orders", outboxamqp.Idempotent(store, "receipt", h))
+//
+// The event's JSON payload is decoded into a T (encoding/json); a payload
+// that does not decode fails the handler with an error wrapping
+// ErrBadPayload, marked outbox.Permanent (the message is dead at once),
+// and fn is not called. fn's context carries the envelope (EnvelopeFrom)
+// and the Delivery (DeliveryFrom). A nil fn gives a nil Handler, which
+// NewConsumer refuses.
+func HandlerOf[T any](fn func(ctx context.Context, v T) error) Handler {
+	if fn == nil {
+		return nil
+	}
+	return HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
+		v, err := decodePayload[T](e)
+		if err != nil {
+			return err
+		}
+		return fn(withEnvelope(ctx, e), v)
+	})
+}
+
+// TxHandlerOf is HandlerOf for IdempotentTx: fn writes through tx, which
+// commits together with the handler's idempotency record. A nil fn gives
+// a nil TxHandlerFunc, which IdempotentTx reports.
+func TxHandlerOf[T any](fn func(ctx context.Context, tx *gorm.DB, v T) error) TxHandlerFunc {
+	if fn == nil {
+		return nil
+	}
+	return func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
+		v, err := decodePayload[T](e)
+		if err != nil {
+			return err
+		}
+		return fn(withEnvelope(ctx, e), tx, v)
+	}
+}
+
+// decodePayload decodes e's JSON payload into a T.
+func decodePayload[T any](e *outbox.Envelope) (T, error) {
+	var v T
+	if err := json.Unmarshal(e.Payload, &v); err != nil {
+		return v, outbox.Permanent(fmt.Errorf("%w: event %s (%s) into %s: %w", ErrBadPayload, e.ID, e.Type, reflect.TypeFor[T](), err))
+	}
+	return v, nil
+}
+
+type envelopeKey struct{}
+
+func withEnvelope(ctx context.Context, e *outbox.Envelope) context.Context {
+	return context.WithValue(ctx, envelopeKey{}, e)
+}
+
+// EnvelopeFrom returns the envelope of the event whose handler, made with
+// HandlerOf or TxHandlerOf, received ctx.
+func EnvelopeFrom(ctx context.Context) (*outbox.Envelope, bool) {
+	e, ok := ctx.Value(envelopeKey{}).(*outbox.Envelope)
+	return e, ok
+}
