@@ -109,6 +109,9 @@ func Drain(t TB, db *gorm.DB, pub relay.Publisher, opts ...DrainOption) relay.Re
 		fatal(t, "outboxtest: Drain: db is a transaction; a relay's claims and completions commit on their own, "+
 			"so pass the *gorm.DB itself, after the unit of work under test has committed")
 		return relay.Result{}
+	case db.Statement.Context != nil && db.Statement.Context.Err() != nil:
+		fatal(t, "outboxtest: Drain: db's context has ended: %v", db.Statement.Context.Err())
+		return relay.Result{}
 	}
 	rec := newAttempts()
 	r, err := relay.New(db, rec.wrap(pub), append(cfg.defaults(t, rec), cfg.relayOpts...)...)

@@ -71,8 +71,7 @@ func Example() {
 	fmt.Println("emitted", env.Type, "for", env.AggregateType, env.AggregateID, "key", env.PartitionKey)
 
 	// Run the application's handlers, synchronously.
-	store, _ := idempotency.NewStore(db)
-	_ = store.Migrate(context.Background())
+	store, _ := idempotency.NewStore(db) // its table: created by the plugin's AutoMigrate
 	mux := inproc.NewMux(store)
 	_ = mux.Handle("invoice.issued", "mail", inproc.HandlerOf(func(ctx context.Context, p struct{ Customer string }) error {
 		fmt.Println("mailing the invoice to", p.Customer)

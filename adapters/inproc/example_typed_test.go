@@ -29,11 +29,11 @@ func ExampleHandlerOf() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := idempotency.NewStore(db)
-	if err != nil {
+	if err := outbox.Migrate(db); err != nil { // every table, the idempotency records' too
 		log.Fatal(err)
 	}
-	if err := store.Migrate(context.Background()); err != nil {
+	store, err := idempotency.NewStore(db)
+	if err != nil {
 		log.Fatal(err)
 	}
 	mux := inproc.NewMux(store)

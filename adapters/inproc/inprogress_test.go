@@ -104,9 +104,9 @@ func TestHeldKeySnoozes(t *testing.T) {
 // name, and fails the delivery (to be retried).
 func TestHandlerPanicNamesTheHandler(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, db *gorm.DB) {
+		must(t, outbox.Migrate(db))
 		store, err := idempotency.NewStore(db)
 		must(t, err)
-		must(t, store.Migrate(t.Context()))
 		var logs bytes.Buffer
 		var mu sync.Mutex
 		mux := inproc.NewMux(store, inproc.WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))))

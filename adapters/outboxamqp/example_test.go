@@ -62,9 +62,6 @@ func exampleStore(dsn string) (*gorm.DB, *idempotency.Store) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := store.Migrate(context.Background()); err != nil {
-		log.Fatal(err)
-	}
 	return db, store
 }
 

@@ -146,11 +146,11 @@ func ExampleIdempotentTx() {
 		ID      uint
 		OrderID string
 	}
-	store, err := idempotency.NewStore(db)
-	if err != nil {
+	if err := errors.Join(outbox.Migrate(db), db.AutoMigrate(&Shipment{})); err != nil {
 		log.Fatal(err)
 	}
-	if err := errors.Join(store.Migrate(context.Background()), db.AutoMigrate(&Shipment{})); err != nil {
+	store, err := idempotency.NewStore(db)
+	if err != nil {
 		log.Fatal(err)
 	}
 
