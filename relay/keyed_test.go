@@ -318,10 +318,12 @@ func TestLongRunStopsAtTheDeadline(t *testing.T) {
 			if err := ctx.Err(); err != nil {
 				return err // started after the deadline
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(400 * time.Millisecond)
 			return nil
 		})
-		res, err := newRelay(t, db, pub, relay.WithLease(time.Second), relay.WithBatchSize(20)).RunOnce(t.Context())
+		// A lease of 4s leaves a margin of 400ms for the completion after
+		// the deadline, enough on a loaded machine.
+		res, err := newRelay(t, db, pub, relay.WithLease(4*time.Second), relay.WithBatchSize(20)).RunOnce(t.Context())
 		must(t, err)
 		if res.Failed != 0 || res.Published == 0 || res.Released == 0 || res.Published+res.Released != 20 {
 			t.Fatalf("%+v, want some published, the rest released, none failed", res)

@@ -34,6 +34,19 @@ func TestHandlerSlowerThanLease(t *testing.T) {
 			}
 			relays := startFleet(t, d.db, cfg, nIn, nSub)
 			w := workload.StartWriters(d.db, workload.WriterConfig{Pause: 20 * time.Millisecond, Limit: events})
+			// The writers' ids are random, so 2% of them may be none: three
+			// events certain to be slow, keyed, with a follower each.
+			var slow []*workload.Order
+			for len(slow) < 6 {
+				id := uuid.NewString()
+				if workload.Chosen(id, cfg.Behavior.SlowPercent) {
+					key := fmt.Sprintf("slow-%d", len(slow))
+					slow = append(slow, &workload.Order{EventID: id, PartitionKey: key}, &workload.Order{PartitionKey: key})
+				}
+			}
+			if err := workload.Commit(d.db, slow...); err != nil {
+				t.Fatal(err)
+			}
 			<-w.Done()
 			lastFault := time.Now()
 			rep := finish(t, d.db, relays, w, ending{scenario: "handler slower than the lease", dialect: dialect, transport: workload.Inproc,
@@ -64,6 +77,11 @@ func TestPoisonEventCrashesRelays(t *testing.T) {
 			if dialect == workload.SQLite {
 				nSub = 1
 			}
+			// The relays start before the poison is committed: one that
+			// crashed before its first heartbeat would never count as
+			// started.
+			relays := startFleet(t, d.db, cfg, 0, nSub)
+			relays.supervise(t)
 			w := workload.StartWriters(d.db, workload.WriterConfig{Pause: 20 * time.Millisecond, Limit: 200})
 			// The poison and, after it, more events of its key.
 			orders := []*workload.Order{{EventID: poison, PartitionKey: "k000", MaxAttempts: 3}}
@@ -73,8 +91,6 @@ func TestPoisonEventCrashesRelays(t *testing.T) {
 			if err := workload.Commit(d.db, orders...); err != nil {
 				t.Fatal(err)
 			}
-			relays := startFleet(t, d.db, cfg, 0, nSub)
-			relays.supervise(t)
 			<-w.Done()
 			workload.WaitDrained(t, d.db, 75*time.Second, 1)
 			lastFault := time.Now()
