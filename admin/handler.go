@@ -95,7 +95,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	get := r.Method == http.MethodGet || r.Method == http.MethodHead
 	if !get && (h.cfg.readOnly || !strings.HasPrefix(path, "/actions/")) {
 		w.Header().Set("Allow", "GET, HEAD")
-		h.fail(w, r, http.StatusMethodNotAllowed, "this admin page is read-only: only GET is allowed here")
+		msg := "only GET is allowed here: changes are POSTs to the actions"
+		if h.cfg.readOnly {
+			msg = "this admin page is read-only: only GET is allowed"
+		}
+		h.fail(w, r, http.StatusMethodNotAllowed, msg)
 		return
 	}
 	switch {
