@@ -8,10 +8,10 @@
       window.location.href = tr.getAttribute("data-href");
     });
   });
-  // The overview refreshes itself every 10s while the tab is visible.
+  // The overview refreshes itself every 30s while the tab is visible.
   if (document.getElementById("counts")) {
     setInterval(function () {
       if (document.visibilityState === "visible") window.location.reload();
-    }, 10000);
+    }, 30000);
   }
 })();
