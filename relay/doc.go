@@ -128,6 +128,16 @@
 // Each relay rescues expired leases every half lease, and deletes published
 // events older than WithRetention (default 24h) in batches of 1000. Dead
 // events are kept until an operator replays (Replay, ReplayAll) or purges
-// them (PurgeDead). ListDead pages through them; GetStats counts events per
-// status and measures the oldest pending event's wait.
+// them (PurgeDead).
+//
+// # Inspecting and repairing
+//
+// An Inspector (NewInspector) reads and repairs a table: ListDead pages
+// through dead events, ListEvents through any events by filter (keyset
+// paging, no payloads), GetEvent reads one; GetStats counts events per
+// status and measures the oldest pending event's wait; Throughput counts
+// publications per minute; BlockedKeys finds keys held back by a failed
+// head and SkipKeyHead unblocks one; Replay, ReplayAll and Redeliver send
+// events again; PurgePublished and PurgeDead delete. The CLI and package
+// admin use it.
 package relay

@@ -58,7 +58,7 @@ func Example() {
 }
 
 // Dead letters: list them, then replay them once the cause is fixed.
-func ExampleReplayAll() {
+func ExampleInspector_ReplayAll() {
 	db := exampleDB("relay-replay")
 	_ = db.Transaction(func(tx *gorm.DB) error {
 		return outbox.Emit(tx, outbox.Event{ID: "invoice-7", Type: "invoice.issued"})
@@ -69,13 +69,17 @@ func ExampleReplayAll() {
 	r, _ := relay.New(db, broken, relay.WithLogger(slog.New(slog.DiscardHandler)))
 	_, _ = r.RunOnce(context.Background())
 
-	dead, _ := relay.ListDead(context.Background(), db, relay.Filter{Type: "invoice.issued"})
+	insp, err := relay.NewInspector(db)
+	if err != nil {
+		panic(err)
+	}
+	dead, _ := insp.ListDead(context.Background(), relay.Filter{Type: "invoice.issued"})
 	for _, e := range dead {
 		fmt.Println(e.EventID, e.Status, *e.LastError)
 	}
-	n, _ := relay.ReplayAll(context.Background(), db, relay.Filter{Type: "invoice.issued"})
+	n, _ := insp.ReplayAll(context.Background(), relay.Filter{Type: "invoice.issued"})
 	fmt.Println("replayed", n)
-	stats, _ := relay.GetStats(context.Background(), db)
+	stats, _ := insp.GetStats(context.Background())
 	fmt.Println(stats.Counts)
 	// Output:
 	// invoice-7 dead permanent: template missing

@@ -20,7 +20,7 @@ func TestGetEvent(t *testing.T) {
 			return outbox.Event{ID: "ev-1", Type: "order.created", PartitionKey: "order:1", Topic: "orders",
 				Payload: map[string]any{"total": 42}, Headers: map[string]string{"h": "v"}, MaxAttempts: 3}
 		})
-		e, err := relay.GetEvent(t.Context(), db, "ev-1")
+		e, err := inspector(t, db).GetEvent(t.Context(), "ev-1")
 		must(t, err)
 		var payload map[string]any
 		must(t, json.Unmarshal(e.Payload, &payload))
@@ -29,7 +29,7 @@ func TestGetEvent(t *testing.T) {
 			e.CreatedAt.IsZero() || e.AvailableAt.IsZero() {
 			t.Errorf("GetEvent: %+v, payload %s", e, e.Payload)
 		}
-		if _, err := relay.GetEvent(t.Context(), db, "no-such-event"); !errors.Is(err, relay.ErrEventNotFound) {
+		if _, err := inspector(t, db).GetEvent(t.Context(), "no-such-event"); !errors.Is(err, relay.ErrEventNotFound) {
 			t.Errorf("a missing event: %v, want ErrEventNotFound", err)
 		}
 	})
@@ -49,7 +49,7 @@ func TestRedeliver(t *testing.T) {
 		must(t, db.Exec("UPDATE outbox_events SET status = 'failed', attempts = 1, last_error = 'flaky' WHERE event_id = 'ev-000004'").Error)
 
 		ids := []string{"ev-000000", "ev-000001", "ev-000002", "ev-000003", "ev-000004", "ev-000005", "missing"}
-		st, err := relay.EventStatuses(ctx, db, ids...)
+		st, err := inspector(t, db).EventStatuses(ctx, ids...)
 		must(t, err)
 		want := map[string]outbox.Status{"ev-000000": outbox.StatusPublished, "ev-000001": outbox.StatusPublished,
 			"ev-000002": outbox.StatusDead, "ev-000003": outbox.StatusPublishing, "ev-000004": outbox.StatusFailed, "ev-000005": outbox.StatusPending}
@@ -62,7 +62,7 @@ func TestRedeliver(t *testing.T) {
 			}
 		}
 
-		n, err := relay.Redeliver(ctx, db, ids...)
+		n, err := inspector(t, db).Redeliver(ctx, ids...)
 		must(t, err)
 		if n != 3 {
 			t.Errorf("redelivered %d, want 3 (2 published, 1 dead)", n)
@@ -113,7 +113,7 @@ func TestHeartbeatRecordsPublisher(t *testing.T) {
 				defer func() { cancel(); <-done; <-done }()
 				deadline := time.Now().Add(30 * time.Second)
 				for {
-					s, err := relay.GetStats(ctx, db)
+					s, err := inspector(t, db).GetStats(ctx)
 					must(t, err)
 					if len(s.Relays) == 2 {
 						if got := s.Relays[0]; got.ID != "a" || got.Publisher != "test queue q1" || got.Heartbeat != 100*time.Millisecond || !got.Live {
@@ -142,7 +142,7 @@ func TestRelaysTableUpgrade(t *testing.T) {
 		must(t, db.Exec("DELETE FROM gorm_outbox_migrations WHERE name = '0004_outbox_relays_publisher'").Error)
 		must(t, db.Exec("INSERT INTO outbox_events_relays (id, host, pid, heartbeat_ms, started_at, last_beat) VALUES ('old', 'h', 1, 1000, ?, ?)",
 			agoText(db, time.Minute), agoText(db, time.Minute)).Error)
-		s, err := relay.GetStats(t.Context(), db)
+		s, err := inspector(t, db).GetStats(t.Context())
 		must(t, err)
 		if len(s.Relays) != 1 || s.Relays[0].ID != "old" || s.Relays[0].Publisher != "" || s.Relays[0].Live {
 			t.Errorf("relays of an old table: %+v", s.Relays)
@@ -150,7 +150,7 @@ func TestRelaysTableUpgrade(t *testing.T) {
 		must(t, outbox.Migrate(db))
 		must(t, outbox.Migrate(db)) // recorded: not applied twice
 		must(t, db.Exec("UPDATE outbox_events_relays SET publisher = 'p' WHERE id = 'old'").Error)
-		s, err = relay.GetStats(t.Context(), db)
+		s, err = inspector(t, db).GetStats(t.Context())
 		must(t, err)
 		if len(s.Relays) != 1 || s.Relays[0].Publisher != "p" {
 			t.Errorf("relays after the upgrade: %+v", s.Relays)

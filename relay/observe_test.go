@@ -217,7 +217,7 @@ func TestHeartbeats(t *testing.T) {
 				t.Fatalf("no heartbeat with the relay's counts: %+v", live)
 			}
 			time.Sleep(50 * time.Millisecond)
-			s, err := relay.GetStats(t.Context(), db)
+			s, err := inspector(t, db).GetStats(t.Context())
 			must(t, err)
 			for i := range s.Relays {
 				if s.Relays[i].ID == "beating" {
@@ -225,14 +225,14 @@ func TestHeartbeats(t *testing.T) {
 				}
 			}
 		}
-		s, err := relay.GetStats(t.Context(), db)
+		s, err := inspector(t, db).GetStats(t.Context())
 		must(t, err)
 		if len(s.Relays) != 2 || !s.Relays[0].Live || s.Relays[1].Live || s.Relays[1].ID != "ghost" {
 			t.Errorf("relays %+v, want beating live and ghost stale", s.Relays)
 		}
 		cancel()
 		must(t, <-done)
-		s, err = relay.GetStats(t.Context(), db)
+		s, err = inspector(t, db).GetStats(t.Context())
 		must(t, err)
 		if len(s.Relays) != 1 || s.Relays[0].ID != "ghost" {
 			t.Errorf("after a clean stop: %+v, want only the ghost", s.Relays)

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,17 +12,30 @@ import (
 	"github.com/gormoutbox/outbox/internal/dialect"
 )
 
-// Filter narrows the dead-letter operations.
+// Filter narrows the listings, counts and bulk operations of an
+// Inspector. Every field left zero matches everything; the fields set
+// must all match. Values are bound, never spliced into SQL.
 type Filter struct {
 	// Type keeps events of this type only.
 	Type string
-	// OlderThan keeps events created more than this long ago.
+	// Topic, PartitionKey, AggregateType, AggregateID, EventID and
+	// TenantID keep events whose column equals the value.
+	Topic, PartitionKey, AggregateType, AggregateID, EventID, TenantID string
+	// OlderThan keeps events created more than this long ago (by the
+	// database clock).
 	OlderThan time.Duration
+	// CreatedAfter and CreatedBefore keep events created at or after,
+	// and before, these instants.
+	CreatedAfter, CreatedBefore time.Time
 	// AfterID keeps events whose row id is greater: the paging cursor of
-	// ListDead (pass the ID of the last event of the previous page).
+	// ListDead and of an oldest-first ListEvents (pass the ID of the last
+	// event of the previous page).
 	AfterID int64
-	// Limit bounds a page of ListDead (default 100, at most 1000), and the
-	// batch size of ReplayAll.
+	// BeforeID keeps events whose row id is smaller: the paging cursor of
+	// a newest-first ListEvents.
+	BeforeID int64
+	// Limit bounds a page of ListDead and ListEvents (default 100, at
+	// most 1000), and the batch size of ReplayAll.
 	Limit int
 }
 
@@ -34,21 +46,12 @@ func (f Filter) limit(def int) int {
 	return min(f.Limit, 1000)
 }
 
+// ops is one call of an Inspector (or of a relay's own reads): the
+// database bound to the call's context, its dialect and the table.
 type ops struct {
 	db    *gorm.DB
 	kind  dialect.Kind
 	table string
-}
-
-func opsFor(ctx context.Context, db *gorm.DB) (*ops, error) {
-	if db == nil {
-		return nil, errors.New("relay: db is nil")
-	}
-	kind, err := dialect.Of(db)
-	if err != nil {
-		return nil, fmt.Errorf("relay: %w", err)
-	}
-	return &ops{db: db.WithContext(ctx), kind: kind, table: tableOf(db)}, nil
 }
 
 // tbl starts a GORM query of the outbox table.
@@ -65,29 +68,43 @@ func gormTable(kind dialect.Kind, name string) string {
 	return name
 }
 
-// where applies f to a query of rows with the given status.
+// where applies f to a query of rows with the given status (any status
+// when it is empty).
 func (o *ops) where(status outbox.Status, f Filter) *gorm.DB {
-	q := o.tbl().Where("status = ?", string(status))
-	if f.Type != "" {
-		q = q.Where("type = ?", f.Type)
+	q := o.tbl()
+	if status != "" {
+		q = q.Where("status = ?", string(status))
+	}
+	for _, c := range [...]struct{ col, v string }{{"type", f.Type}, {"topic", f.Topic}, {"partition_key", f.PartitionKey},
+		{"aggregate_type", f.AggregateType}, {"aggregate_id", f.AggregateID}, {"event_id", f.EventID}, {"tenant_id", f.TenantID}} {
+		if c.v != "" {
+			q = q.Where(c.col+" = ?", c.v)
+		}
 	}
 	if f.OlderThan > 0 {
 		s, a := o.kind.NowPlus(-f.OlderThan)
 		q = q.Where("created_at < "+s, a...)
 	}
+	if !f.CreatedAfter.IsZero() {
+		q = q.Where("created_at >= ?", o.kind.Time(f.CreatedAfter))
+	}
+	if !f.CreatedBefore.IsZero() {
+		q = q.Where("created_at < ?", o.kind.Time(f.CreatedBefore))
+	}
 	if f.AfterID > 0 {
 		q = q.Where("id > ?", f.AfterID)
+	}
+	if f.BeforeID > 0 {
+		q = q.Where("id < ?", f.BeforeID)
 	}
 	return q
 }
 
 // ListDead returns dead events matching f, oldest first, one page at a
 // time: pass the last ID of a page as f.AfterID to get the next.
-func ListDead(ctx context.Context, db *gorm.DB, f Filter) ([]outbox.OutboxEvent, error) {
-	o, err := opsFor(ctx, db)
-	if err != nil {
-		return nil, err
-	}
+func (i *Inspector) ListDead(ctx context.Context, f Filter) ([]outbox.OutboxEvent, error) {
+	o := i.at(ctx)
+	f.BeforeID = 0
 	var rows []outbox.OutboxEvent
 	if err := o.where(outbox.StatusDead, f).Order("id").Limit(f.limit(100)).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("relay: listing dead events: %w", err)
@@ -95,25 +112,13 @@ func ListDead(ctx context.Context, db *gorm.DB, f Filter) ([]outbox.OutboxEvent,
 	return rows, nil
 }
 
-// Replay returns the dead events with the given event ids to pending, with
-// attempts, last error and lease cleared, and reports how many it replayed.
-// Events that are not dead are left alone (and not counted). A replayed
-// event is delivered again even if later events of its partition key were
-// delivered meanwhile.
-func Replay(ctx context.Context, db *gorm.DB, eventIDs ...string) (int64, error) {
-	return resetByEventID(ctx, db, "replaying", eventIDs, outbox.StatusDead)
-}
-
-// ReplayAll replays every dead event matching f (its AfterID and Limit
-// are ignored but for the batch size, default 500), in batches, and
-// reports how many it replayed.
-func ReplayAll(ctx context.Context, db *gorm.DB, f Filter) (int64, error) {
-	o, err := opsFor(ctx, db)
-	if err != nil {
-		return 0, err
-	}
+// ReplayAll replays every dead event matching f (its AfterID, BeforeID
+// and Limit are ignored but for the batch size, default 500), in
+// batches, and reports how many it replayed.
+func (i *Inspector) ReplayAll(ctx context.Context, f Filter) (int64, error) {
+	o := i.at(ctx)
 	batch := f.limit(500)
-	f.AfterID = 0
+	f.AfterID, f.BeforeID = 0, 0
 	var total int64
 	for {
 		var ids []int64
@@ -165,23 +170,6 @@ type Stats struct {
 	Relays []RelayStatus
 }
 
-// GetStats counts the events per status and measures the oldest pending
-// event's wait, by the database clock.
-func GetStats(ctx context.Context, db *gorm.DB) (*Stats, error) {
-	o, err := opsFor(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	s, err := o.stats()
-	if err != nil {
-		return nil, err
-	}
-	if s.Relays, err = o.relays(); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
 // stats counts the relay's table, without the heartbeats (for gauges).
 func (r *Relay) stats(ctx context.Context) (*Stats, error) {
 	return (&ops{db: r.db.WithContext(ctx), kind: r.kind, table: r.table}).stats()
@@ -216,21 +204,14 @@ func (o *ops) stats() (*Stats, error) {
 
 // PurgePublished deletes published events older than age (by published
 // time), in batches, and reports how many it deleted.
-func PurgePublished(ctx context.Context, db *gorm.DB, age time.Duration) (int64, error) {
-	o, err := opsFor(ctx, db)
-	if err != nil {
-		return 0, err
-	}
-	return deletePublished(ctx, o.db, o.kind, o.table, age, -1)
+func (i *Inspector) PurgePublished(ctx context.Context, age time.Duration) (int64, error) {
+	return deletePublished(ctx, i.db, i.kind, i.table, age, -1)
 }
 
 // PurgeDead deletes dead events created more than age ago, in batches, and
 // reports how many it deleted. Nothing else ever deletes a dead event.
-func PurgeDead(ctx context.Context, db *gorm.DB, age time.Duration) (int64, error) {
-	o, err := opsFor(ctx, db)
-	if err != nil {
-		return 0, err
-	}
+func (i *Inspector) PurgeDead(ctx context.Context, age time.Duration) (int64, error) {
+	o := i.at(ctx)
 	return deleteBatches(o.db, o.table, o.where(outbox.StatusDead, Filter{OlderThan: max(age, time.Nanosecond)}), outbox.StatusDead, -1)
 }
 

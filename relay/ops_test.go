@@ -37,7 +37,7 @@ func TestDeadLetterOperations(t *testing.T) {
 		var all []string
 		f := relay.Filter{Limit: 10}
 		for {
-			page, err := relay.ListDead(ctx, db, f)
+			page, err := inspector(t, db).ListDead(ctx, f)
 			must(t, err)
 			if len(page) == 0 {
 				break
@@ -50,19 +50,19 @@ func TestDeadLetterOperations(t *testing.T) {
 		if len(all) != 25 || all[0] != "ev-000000" || all[24] != "ev-000024" {
 			t.Fatalf("paged %d dead events: %v", len(all), all)
 		}
-		others, err := relay.ListDead(ctx, db, relay.Filter{Type: "other.event"})
+		others, err := inspector(t, db).ListDead(ctx, relay.Filter{Type: "other.event"})
 		must(t, err)
 		if len(others) != 5 {
 			t.Errorf("%d dead of type other.event, want 5", len(others))
 		}
-		old, err := relay.ListDead(ctx, db, relay.Filter{OlderThan: time.Hour})
+		old, err := inspector(t, db).ListDead(ctx, relay.Filter{OlderThan: time.Hour})
 		must(t, err)
 		if len(old) != 0 {
 			t.Errorf("%d dead events older than an hour, want 0", len(old))
 		}
 
 		// Replay by id: only dead events, back to pending with a clean slate.
-		n, err := relay.Replay(ctx, db, "ev-000001", "ev-000002", "no-such-event")
+		n, err := inspector(t, db).Replay(ctx, "ev-000001", "ev-000002", "no-such-event")
 		must(t, err)
 		if n != 2 {
 			t.Errorf("replayed %d, want 2", n)
@@ -71,17 +71,17 @@ func TestDeadLetterOperations(t *testing.T) {
 		if row.Status != outbox.StatusPending || row.Attempts != 0 || row.LastError != nil || row.LockedBy != nil {
 			t.Errorf("replayed row %+v", row)
 		}
-		if n, _ := relay.Replay(ctx, db, "ev-000001"); n != 0 {
+		if n, _ := inspector(t, db).Replay(ctx, "ev-000001"); n != 0 {
 			t.Errorf("replaying a pending event counted %d", n)
 		}
 
 		// Replay all of a type, in batches.
-		n, err = relay.ReplayAll(ctx, db, relay.Filter{Type: "other.event", Limit: 2})
+		n, err = inspector(t, db).ReplayAll(ctx, relay.Filter{Type: "other.event", Limit: 2})
 		must(t, err)
 		if n != 5 {
 			t.Errorf("ReplayAll(type) replayed %d, want 5", n)
 		}
-		stats, err := relay.GetStats(ctx, db)
+		stats, err := inspector(t, db).GetStats(ctx)
 		must(t, err)
 		if stats.Counts[outbox.StatusPending] != 7 || stats.Counts[outbox.StatusDead] != 18 {
 			t.Errorf("counts %v, want 7 pending and 18 dead", stats.Counts)
@@ -93,7 +93,7 @@ func TestDeadLetterOperations(t *testing.T) {
 		if res.Published != 7 {
 			t.Errorf("delivered %+v after replay", res)
 		}
-		n, err = relay.ReplayAll(ctx, db, relay.Filter{})
+		n, err = inspector(t, db).ReplayAll(ctx, relay.Filter{})
 		must(t, err)
 		if n != 18 {
 			t.Errorf("ReplayAll replayed %d, want 18", n)
@@ -103,7 +103,7 @@ func TestDeadLetterOperations(t *testing.T) {
 
 func TestStats(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
-		s, err := relay.GetStats(t.Context(), db)
+		s, err := inspector(t, db).GetStats(t.Context())
 		must(t, err)
 		if len(s.Counts) != 0 || s.OldestPendingAge != 0 {
 			t.Errorf("empty table: %+v", s)
@@ -113,7 +113,7 @@ func TestStats(t *testing.T) {
 		_, err = newRelay(t, db, newRecorder(), relay.WithBatchSize(1)).RunOnce(t.Context()) // publishes the oldest
 		must(t, err)
 		must(t, db.Exec("UPDATE outbox_events SET available_at = ? WHERE event_id = 'ev-000001'", agoText(db, 30*time.Second)).Error)
-		s, err = relay.GetStats(t.Context(), db)
+		s, err = inspector(t, db).GetStats(t.Context())
 		must(t, err)
 		if s.Counts[outbox.StatusPending] != 3 || s.Counts[outbox.StatusPublished] != 1 {
 			t.Errorf("counts %v", s.Counts)
@@ -155,17 +155,17 @@ func TestRetention(t *testing.T) {
 		}
 
 		// Purges by the operator.
-		n, err := relay.PurgePublished(t.Context(), db, time.Hour)
+		n, err := inspector(t, db).PurgePublished(t.Context(), time.Hour)
 		must(t, err)
 		if n != 0 {
 			t.Errorf("purged %d published events younger than an hour", n)
 		}
-		n, err = relay.PurgePublished(t.Context(), db, 0)
+		n, err = inspector(t, db).PurgePublished(t.Context(), 0)
 		must(t, err)
 		if n != 15 {
 			t.Errorf("PurgePublished(0) deleted %d, want 15", n)
 		}
-		n, err = relay.PurgeDead(t.Context(), db, 24*time.Hour)
+		n, err = inspector(t, db).PurgeDead(t.Context(), 24*time.Hour)
 		must(t, err)
 		if n != 5 {
 			t.Errorf("PurgeDead deleted %d, want 5", n)

@@ -135,7 +135,7 @@ func checkLocalTimes(t *testing.T, db *gorm.DB) {
 	if res.Dead != 1 {
 		t.Fatalf("RunOnce: %+v, want the event dead", res)
 	}
-	dead, err := relay.ListDead(ctx, db, relay.Filter{})
+	dead, err := inspector(t, db).ListDead(ctx, relay.Filter{})
 	must(t, err)
 	if len(dead) != 1 {
 		t.Fatalf("ListDead: %d events, want 1", len(dead))
@@ -192,7 +192,7 @@ func checkHeartbeatTimes(t *testing.T, db *gorm.DB) {
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		st, err := relay.GetStats(ctx, db)
+		st, err := inspector(t, db).GetStats(ctx)
 		must(t, err)
 		if len(st.Relays) == 1 {
 			hb := st.Relays[0]

@@ -55,7 +55,7 @@ func TestTypedHandlersThroughTheRelay(t *testing.T) {
 		if len(got) != 1 || got[0] != (Order{ID: 7, Total: 1999}) || ids[0] != "good" {
 			t.Errorf("handler got %+v for %v", got, ids)
 		}
-		dead, err := relay.ListDead(t.Context(), db, relay.Filter{})
+		dead, err := mustInspector(t, db).ListDead(t.Context(), relay.Filter{})
 		must(t, err)
 		if len(dead) != 1 || dead[0].LastError == nil {
 			t.Fatalf("dead events %+v", dead)

@@ -147,7 +147,7 @@
 // event is then published, whatever its consumers do. A message a
 // consumer declares dead is dead in that queue only (see the dead-letter
 // queue, WithOnDead); the relay's dead letters (`outbox dead list`,
-// relay.ListDead) do not show it. Likewise outbox.Envelope.Attempt counts
+// relay.Inspector.ListDead) do not show it. Likewise outbox.Envelope.Attempt counts
 // the relay's attempts to publish the event, not the consumer's: use
 // DeliveryFrom (Delivery.Attempt, Delivery.LastAttempt).
 //

@@ -125,7 +125,7 @@ func TestPermanentArchivesTheTaskNotTheOutboxEvent(t *testing.T) {
 	if n := countStatus(t, db, outbox.StatusPublished); n != 1 {
 		t.Errorf("%d published outbox events, want 1", n)
 	}
-	dead, err := relay.ListDead(t.Context(), db, relay.Filter{})
+	dead, err := mustInspector(t, db).ListDead(t.Context(), relay.Filter{})
 	must(t, err)
 	if len(dead) != 0 {
 		t.Errorf("the relay lists %d dead events, want none", len(dead))

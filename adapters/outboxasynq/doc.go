@@ -81,7 +81,7 @@
 // then published, whatever the handlers do. A handler's outbox.Permanent,
 // or a task whose retries are spent, archives the asynq task: the outbox
 // row stays published, the relay's dead letters (`outbox dead list`,
-// relay.ListDead) do not show it, and it is inspected and run again with
+// relay.Inspector.ListDead) do not show it, and it is inspected and run again with
 // asynq's tools (asynq.Inspector, the asynq CLI or asynqmon). Likewise
 // outbox.Envelope.Attempt counts the relay's attempts to enqueue the
 // event (1 unless the enqueue failed), not asynq's retries: a handler

@@ -146,7 +146,7 @@
 // event is then published, whatever its consumers do. A message that a
 // Consumer declares dead is dead for that durable consumer only: the
 // outbox row stays published, the relay's dead letters (`outbox dead
-// list`, relay.ListDead) do not show it, and replaying it is the
+// list`, relay.Inspector.ListDead) do not show it, and replaying it is the
 // dead-letter subject's business. Likewise outbox.Envelope.Attempt counts
 // the relay's attempts to publish the event (1 unless a publish failed),
 // not the consumer's: use DeliveryFrom for those.

@@ -111,7 +111,7 @@
 // is then published, whatever its consumers do. A message that a consumer
 // declares dead (outbox.Permanent, too many deliveries) is dead in that
 // consumer group only: the outbox row stays published, the relay's dead
-// letters (`outbox dead list`, relay.ListDead) do not show it, and replay
+// letters (`outbox dead list`, relay.Inspector.ListDead) do not show it, and replay
 // is the dead-letter stream's business (WithDeadLetterStream, WithOnDead).
 // Likewise outbox.Envelope.Attempt counts the relay's attempts to append
 // the event (1 unless the append failed), not the consumer's: use

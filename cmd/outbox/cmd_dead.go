@@ -10,8 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"gorm.io/gorm"
-
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -88,11 +86,11 @@ func runDeadList(ctx context.Context, c *cli, args []string) error {
 	if *limit < 1 || *limit > 1000 {
 		return usagef("--limit must be between 1 and 1000")
 	}
-	db, err := f.open(ctx)
+	insp, err := f.inspect(ctx)
 	if err != nil {
 		return err
 	}
-	rows, err := relay.ListDead(ctx, db, relay.Filter{Type: *typ, OlderThan: *olderThan, AfterID: *after, Limit: *limit})
+	rows, err := insp.ListDead(ctx, relay.Filter{Type: *typ, OlderThan: *olderThan, AfterID: *after, Limit: *limit})
 	if err != nil {
 		return err
 	}
@@ -158,13 +156,13 @@ func runDeadReplay(ctx context.Context, c *cli, args []string) error {
 	case *batch < 1 || *batch > 1000:
 		return usagef("--batch must be between 1 and 1000")
 	}
-	db, err := f.open(ctx)
+	insp, err := f.inspect(ctx)
 	if err != nil {
 		return err
 	}
 	filter := relay.Filter{Type: *typ, OlderThan: *olderThan, Limit: *batch}
 	if !*yes {
-		n, err := countDead(ctx, db, ids, filter)
+		n, err := countDead(ctx, insp, ids, filter)
 		if err != nil {
 			return err
 		}
@@ -172,9 +170,9 @@ func runDeadReplay(ctx context.Context, c *cli, args []string) error {
 	}
 	var n int64
 	if *all {
-		n, err = relay.ReplayAll(ctx, db, filter)
+		n, err = insp.ReplayAll(ctx, filter)
 	} else {
-		n, err = relay.Replay(ctx, db, ids...)
+		n, err = insp.Replay(ctx, ids...)
 	}
 	if err != nil {
 		return err
@@ -190,10 +188,10 @@ func runDeadReplay(ctx context.Context, c *cli, args []string) error {
 }
 
 // countDead counts what a replay would replay.
-func countDead(ctx context.Context, db *gorm.DB, ids []string, f relay.Filter) (int64, error) {
+func countDead(ctx context.Context, insp *relay.Inspector, ids []string, f relay.Filter) (int64, error) {
 	var n int64
 	if len(ids) > 0 {
-		st, err := relay.EventStatuses(ctx, db, ids...)
+		st, err := insp.EventStatuses(ctx, ids...)
 		for _, s := range st {
 			if s == outbox.StatusDead {
 				n++
@@ -203,7 +201,7 @@ func countDead(ctx context.Context, db *gorm.DB, ids []string, f relay.Filter) (
 	}
 	f.Limit = 1000
 	for {
-		page, err := relay.ListDead(ctx, db, f)
+		page, err := insp.ListDead(ctx, f)
 		if err != nil {
 			return n, err
 		}

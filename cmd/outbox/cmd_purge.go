@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/gormoutbox/outbox/relay"
 )
 
 func runPurge(ctx context.Context, c *cli, args []string) error {
@@ -25,16 +23,16 @@ func runPurge(ctx context.Context, c *cli, args []string) error {
 	if *dead && !*yes {
 		return usagef("deleting dead events loses them for good: add --yes")
 	}
-	db, err := f.open(ctx)
+	insp, err := f.inspect(ctx)
 	if err != nil {
 		return err
 	}
 	out := map[string]int64{}
-	if out["published"], err = relay.PurgePublished(ctx, db, *olderThan); err != nil {
+	if out["published"], err = insp.PurgePublished(ctx, *olderThan); err != nil {
 		return err
 	}
 	if *dead {
-		if out["dead"], err = relay.PurgeDead(ctx, db, *olderThan); err != nil {
+		if out["dead"], err = insp.PurgeDead(ctx, *olderThan); err != nil {
 			return err
 		}
 	}

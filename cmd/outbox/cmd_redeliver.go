@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/gormoutbox/outbox"
-	"github.com/gormoutbox/outbox/relay"
 )
 
 // redeliverJSON is the stable JSON of "outbox redeliver".
@@ -37,11 +36,11 @@ func runRedeliver(ctx context.Context, c *cli, args []string) error {
 	if len(ids) == 0 {
 		return usagef("say which events: --id EVENT_ID (repeatable)")
 	}
-	db, err := f.open(ctx)
+	insp, err := f.inspect(ctx)
 	if err != nil {
 		return err
 	}
-	st, err := relay.EventStatuses(ctx, db, ids...)
+	st, err := insp.EventStatuses(ctx, ids...)
 	if err != nil {
 		return err
 	}
@@ -65,7 +64,7 @@ func runRedeliver(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("refusing to redeliver without --yes: %d event(s) are published or dead and would be redelivered%s; nothing was changed",
 			out.Redeliverable, leftAlone(out.LeftAlone))
 	}
-	if out.Redelivered, err = relay.Redeliver(ctx, db, ids...); err != nil {
+	if out.Redelivered, err = insp.Redeliver(ctx, ids...); err != nil {
 		return err
 	}
 	if f.json {

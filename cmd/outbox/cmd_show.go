@@ -15,7 +15,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/gormoutbox/outbox"
-	"github.com/gormoutbox/outbox/relay"
 )
 
 // eventJSON is the stable JSON of "outbox show".
@@ -53,11 +52,11 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	db, err := f.open(ctx)
+	insp, err := f.inspect(ctx)
 	if err != nil {
 		return err
 	}
-	e, err := relay.GetEvent(ctx, db, f.args[0])
+	e, err := insp.GetEvent(ctx, f.args[0])
 	if err != nil {
 		return err
 	}

@@ -53,11 +53,11 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	db, err := f.open(ctx)
+	insp, err := f.inspect(ctx)
 	if err != nil {
 		return err
 	}
-	s, err := relay.GetStats(ctx, db)
+	s, err := insp.GetStats(ctx)
 	if err != nil {
 		return err
 	}

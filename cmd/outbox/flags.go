@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/relay"
 )
 
 // common are the flags every command takes.
@@ -113,6 +114,15 @@ func (f *common) open(ctx context.Context) (*gorm.DB, error) {
 		return nil, fmt.Errorf("table %s does not exist in %s (%v): run 'outbox migrate' first (or pass the right --table)", f.table, f.shown, err)
 	}
 	return db, nil
+}
+
+// inspect opens the database and returns an Inspector of the table.
+func (f *common) inspect(ctx context.Context) (*relay.Inspector, error) {
+	db, err := f.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return relay.NewInspector(db, relay.InspectTable(f.table))
 }
 
 // probeTable checks that table can be read. It queries the table rather

@@ -13,6 +13,7 @@
 //	outbox dead replay --all --type order.created --yes
 //	outbox show 0190a5b2-…
 //	outbox redeliver --id 0190a5b2-… --yes
+//	outbox admin --listen 127.0.0.1:8080 --prefix /outbox
 //
 // Run "outbox help" for the commands and "outbox <command> --help" for
 // their flags.
@@ -51,6 +52,7 @@ func commands() map[string]command {
 		"redeliver":     {"deliver published (or dead) events again: back to pending (requires --yes)", runRedeliver},
 		"stats":         {"count events per status, the oldest pending age and the live relays", runStats},
 		"purge":         {"delete published events older than an age (dead ones only with --dead)", runPurge},
+		"admin":         {"serve the admin page (overview, events, blocked keys, confirmed repairs) over HTTP", runAdmin},
 	}
 }
 

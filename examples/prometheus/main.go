@@ -120,8 +120,12 @@ func run(ctx context.Context, addr string, n int, serve bool, out io.Writer) err
 		}
 	}
 	// Let the last batch's outcome be recorded before scraping.
+	insp, err := relay.NewInspector(db)
+	if err != nil {
+		return err
+	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		s, err := relay.GetStats(ctx, db)
+		s, err := insp.GetStats(ctx)
 		if err != nil {
 			return err
 		}

@@ -160,9 +160,13 @@ func run(n int, verbose bool) error {
 	}
 
 	// 5. Wait until the relay has delivered every committed event.
+	insp, err := relay.NewInspector(db)
+	if err != nil {
+		return err
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		stats, err := relay.GetStats(context.Background(), db)
+		stats, err := insp.GetStats(context.Background())
 		if err != nil {
 			return err
 		}

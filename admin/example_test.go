@@ -1,0 +1,42 @@
+package admin_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/admin"
+)
+
+// Mount the admin page under /outbox, behind basic authentication.
+func ExampleNewHandler() {
+	dir, _ := os.MkdirTemp("", "outbox-admin")
+	defer os.RemoveAll(dir)
+	db, _ := gorm.Open(sqlite.Open(filepath.Join(dir, "app.db")), &gorm.Config{})
+	_ = db.Use(&outbox.Plugin{AutoMigrate: true})
+
+	h, err := admin.NewHandler(db,
+		admin.WithPrefix("/outbox"),
+		admin.WithMiddleware(admin.BasicAuth("ops", "correct horse")))
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/outbox/", h)
+	mux.Handle("/outbox", h)
+	// http.ListenAndServe("127.0.0.1:8080", mux)
+
+	req := httptest.NewRequest(http.MethodGet, "/outbox/events?status=dead", nil)
+	req.SetBasicAuth("ops", "correct horse")
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, req)
+	fmt.Println(rec.Code, strings.Contains(rec.Body.String(), "No event matches."))
+	// Output: 200 true
+}

@@ -1,0 +1,159 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gormoutbox/outbox"
+)
+
+// BlockedKey is a partition key whose head, its oldest unfinished event,
+// failed and waits for a retry: the events of the key behind it are held
+// back until it is published, dies, or is skipped (SkipKeyHead).
+type BlockedKey struct {
+	// Head is the failed event, without payload and headers: its
+	// attempts, last error and next attempt (AvailableAt) say why.
+	Head outbox.OutboxEvent
+	// Waiting counts the key's unfinished events behind the head.
+	Waiting int64
+}
+
+// BlockedKeys returns up to limit (default 100, at most 1000) keys whose
+// head failed, by head row id after the cursor afterHeadID (0 for the
+// first page; pass the last Head.ID of a page for the next). A dead event
+// does not hold its key (see Order in the package doc), so keys whose
+// events died are not blocked; list them with ListEvents.
+func (i *Inspector) BlockedKeys(ctx context.Context, afterHeadID int64, limit int) ([]BlockedKey, error) {
+	o := i.at(ctx)
+	var heads []struct {
+		ID      int64
+		Waiting int64
+	}
+	n := Filter{Limit: limit}.limit(100)
+	if err := o.db.Raw(blockedKeysSQL(o.table), afterHeadID, n).Scan(&heads).Error; err != nil {
+		return nil, fmt.Errorf("relay: finding blocked keys: %w", err)
+	}
+	if len(heads) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(heads))
+	for k, h := range heads {
+		ids[k] = h.ID
+	}
+	var rows []outbox.OutboxEvent
+	if err := o.tbl().Select(listColumns).Where("id IN ?", ids).Order("id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("relay: reading blocked keys' heads: %w", err)
+	}
+	byID := make(map[int64]outbox.OutboxEvent, len(rows))
+	for _, r := range rows {
+		byID[r.ID] = r
+	}
+	out := make([]BlockedKey, 0, len(heads))
+	for _, h := range heads {
+		if r, ok := byID[h.ID]; ok {
+			out = append(out, BlockedKey{Head: r, Waiting: h.Waiting})
+		}
+	}
+	return out, nil
+}
+
+// ErrKeyNotBlocked is returned (wrapped) by SkipKeyHead when the key has
+// no failed head to skip: no unfinished event, a head that is pending or
+// in a relay's hands, or one that changed while it was being skipped.
+var ErrKeyNotBlocked = errors.New("relay: key is not blocked")
+
+// SkipKeyHead marks the failed head of a partition key dead, so that the
+// key's next events are delivered, and returns the skipped event's id.
+// Its last error records the skip and the error it had. The UPDATE checks
+// the status and the claim version it read, so a head a relay claimed
+// meanwhile is never touched. The skipped event stays in the table as any
+// dead event: Replay delivers it again later (out of its key's order).
+func (i *Inspector) SkipKeyHead(ctx context.Context, partitionKey string) (string, error) {
+	if partitionKey == "" {
+		return "", fmt.Errorf("%w: an empty partition key has no head", ErrInvalidOption)
+	}
+	o := i.at(ctx)
+	var heads []struct {
+		ID           int64
+		EventID      string
+		Status       outbox.Status
+		ClaimVersion int64
+		LastError    *string
+	}
+	if err := o.db.Raw(keyHeadSQL(o.table), partitionKey).Scan(&heads).Error; err != nil {
+		return "", fmt.Errorf("relay: reading the head of key %q: %w", partitionKey, err)
+	}
+	if len(heads) == 0 {
+		return "", fmt.Errorf("%w: %q has no unfinished event", ErrKeyNotBlocked, partitionKey)
+	}
+	h := heads[0]
+	if h.Status != outbox.StatusFailed {
+		return "", fmt.Errorf("%w: the head of %q (%s) is %s", ErrKeyNotBlocked, partitionKey, h.EventID, h.Status)
+	}
+	msg := "skipped by an operator to unblock key " + partitionKey
+	if h.LastError != nil {
+		msg += "; last error: " + *h.LastError
+	}
+	res := o.tbl().Where("id = ? AND status = ? AND claim_version = ?", h.ID, string(outbox.StatusFailed), h.ClaimVersion).
+		Updates(map[string]any{"status": string(outbox.StatusDead), "last_error": msg, "locked_by": nil, "locked_until": nil})
+	if res.Error != nil {
+		return "", fmt.Errorf("relay: skipping the head of key %q: %w", partitionKey, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return "", fmt.Errorf("%w: the head of %q (%s) changed meanwhile", ErrKeyNotBlocked, partitionKey, h.EventID)
+	}
+	newDriver(o.kind, o.table).notify(o.db)
+	return h.EventID, nil
+}
+
+// MinuteStat is the delivery of one minute.
+type MinuteStat struct {
+	// MinutesAgo is how many whole minutes before now (by the database
+	// clock) the minute ended: 0 is the current minute.
+	MinutesAgo int
+	// Published counts the events published in that minute that are
+	// still in the table (retention deletes published events).
+	Published int64
+	// AvgLag is their average time from creation to publication.
+	AvgLag time.Duration
+}
+
+// Throughput returns the events published per minute over the last
+// window (default and at most 24 hours; an hour is the admin page's),
+// one entry per minute, oldest first, minutes without any included. It
+// reads the published_at column of published events, which no index
+// covers: its cost grows with the published history in the table.
+func (i *Inspector) Throughput(ctx context.Context, window time.Duration) ([]MinuteStat, error) {
+	if window <= 0 || window > 24*time.Hour {
+		window = 24 * time.Hour
+	}
+	minutes := int((window + time.Minute - 1) / time.Minute)
+	o := i.at(ctx)
+	query, args := throughputSQL(o.kind, o.table, window)
+	var rows []struct {
+		MinutesAgo float64
+		Published  int64
+		LagSeconds *float64
+	}
+	if err := o.db.Raw(query, args...).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("relay: measuring throughput: %w", err)
+	}
+	out := make([]MinuteStat, minutes)
+	for k := range out {
+		out[k].MinutesAgo = minutes - 1 - k
+	}
+	for _, r := range rows {
+		m := int(r.MinutesAgo)
+		if m < 0 || m >= minutes {
+			continue
+		}
+		s := &out[minutes-1-m]
+		s.Published += r.Published
+		if r.LagSeconds != nil {
+			s.AvgLag = time.Duration(*r.LagSeconds * float64(time.Second))
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,53 @@
+package relay
+
+import (
+	"time"
+
+	"github.com/gormoutbox/outbox/internal/dialect"
+)
+
+// The SQL of the Inspector's reports that is more than GORM's query
+// builder says. Everything dialect-specific is here; the clock
+// expressions come from dialect.Kind.
+
+// unfinishedIn is the status list of a key's unfinished events, the ones
+// its head is the first of (and the key index holds).
+const unfinishedIn = "('pending', 'publishing', 'failed')"
+
+// blockedKeysSQL selects, for keys whose head is failed, the head's id
+// and the number of unfinished events behind it, by head id after a
+// cursor. Every probe is on the key index (partition_key, id) of
+// unfinished keyed events.
+func blockedKeysSQL(table string) string {
+	return "SELECT h.id AS id, (SELECT COUNT(*) FROM " + table + " w WHERE w.partition_key = h.partition_key" +
+		" AND w.partition_key <> '' AND w.status IN " + unfinishedIn + " AND w.id > h.id) AS waiting" +
+		" FROM " + table + " h WHERE h.status = 'failed' AND h.partition_key <> '' AND h.id > ?" +
+		" AND NOT EXISTS (SELECT 1 FROM " + table + " e WHERE e.partition_key = h.partition_key" +
+		" AND e.partition_key <> '' AND e.status IN " + unfinishedIn + " AND e.id < h.id)" +
+		" ORDER BY h.id LIMIT ?"
+}
+
+// keyHeadSQL selects the head of a key: its first unfinished event.
+func keyHeadSQL(table string) string {
+	return "SELECT id, event_id, status, claim_version, last_error FROM " + table +
+		" WHERE partition_key = ? AND partition_key <> '' AND status IN " + unfinishedIn + " ORDER BY id LIMIT 1"
+}
+
+// throughputSQL counts the events published within the last window, per
+// whole minute ago, with the average seconds from creation to publication.
+func throughputSQL(k dialect.Kind, table string, window time.Duration) (string, []any) {
+	since, args := k.NowPlus(-window)
+	return "SELECT " + minutesAgo(k, "published_at") + " AS minutes_ago, COUNT(*) AS published, AVG(" +
+		k.SecondsSince("created_at") + " - " + k.SecondsSince("published_at") + ") AS lag_seconds FROM " + table +
+		" WHERE status = 'published' AND published_at >= " + since + " GROUP BY 1", args
+}
+
+// minutesAgo returns an SQL expression for the whole minutes elapsed
+// since the time column col, by the database clock.
+func minutesAgo(k dialect.Kind, col string) string {
+	s := k.SecondsSince(col)
+	if k == dialect.SQLite { // FLOOR needs SQLite's optional math functions
+		return "CAST(" + s + " / 60 AS INTEGER)"
+	}
+	return "FLOOR(" + s + " / 60)"
+}
