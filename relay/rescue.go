@@ -90,14 +90,8 @@ func (r *Relay) lateTTL() time.Duration { return max(10*r.cfg.lease, 10*time.Min
 // expiredOutcome is the outcome of a claim that expired without one.
 func (r *Relay) expiredOutcome(row *outbox.OutboxEvent) outcome {
 	o := outcome{row: row}
-	lost := fmt.Errorf("lease expired: relay %q claimed the event (attempt %d) and recorded no outcome; it crashed or stalled while delivering it",
-		deref(row.LockedBy), row.Attempts)
-	if row.Attempts >= r.maxAttempts(row) {
-		o.kind = dead
-		o.err = fmt.Errorf("no attempts left (%d of %d): %w", row.Attempts, r.maxAttempts(row), lost)
-	} else {
-		o.kind, o.err, o.delay = failed, lost, r.cfg.backoff(row.Attempts)
-	}
+	r.retryOrDie(&o, fmt.Errorf("lease expired: relay %q claimed the event (attempt %d) and recorded no outcome; it crashed or stalled while delivering it",
+		deref(row.LockedBy), row.Attempts))
 	o.env, _ = envelope(row)
 	return o
 }
