@@ -118,8 +118,7 @@ func (f *fetcher) takeAhead(ctx context.Context) claimed {
 	c := <-f.ahead
 	f.ahead = nil
 	if len(c.rows) > 0 && (ctx.Err() != nil || time.Since(c.start) > f.r.cfg.lease/2) {
-		f.totals.claimed.Add(int64(len(c.rows)))
-		f.completer.complete(f.r.releaseBatch(ctx, c, 0))
+		f.release(ctx, c, 0)
 		return claimed{}
 	}
 	return c
@@ -134,9 +133,15 @@ func (f *fetcher) releaseAhead(ctx context.Context, delay time.Duration) {
 	c := <-f.ahead
 	f.ahead = nil
 	if len(c.rows) > 0 {
-		f.totals.claimed.Add(int64(len(c.rows)))
-		f.completer.complete(f.r.releaseBatch(ctx, c, delay))
+		f.release(ctx, c, delay)
 	}
+}
+
+// release counts the claim c and hands it back undelivered, through the
+// completer, claimable again after delay.
+func (f *fetcher) release(ctx context.Context, c claimed, delay time.Duration) {
+	f.totals.claimed.Add(int64(len(c.rows)))
+	f.completer.complete(f.r.releaseBatch(ctx, c, delay))
 }
 
 // backoffStep is the relay's own backoff after n consecutive failures:

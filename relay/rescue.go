@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
-
 	"github.com/gormoutbox/outbox"
 )
 
@@ -105,10 +103,7 @@ func (r *Relay) accountRescue(ctx context.Context, outs []outcome, applied, isLa
 		o := &outs[i]
 		switch {
 		case !applied[i] && isLate[i]:
-			res.Lost++
-			r.inst.lost.Add(ctx, 1, metric.WithAttributes(attrTable.String(r.table)))
-			r.log.Warn("lease lost before a late completion; the outcome was not recorded and the event will be delivered again",
-				"event_id", o.row.EventID, "event_type", o.row.Type, "attempt", o.row.Attempts, "outcome", o.kind.String())
+			r.lose(ctx, o, &res, "lease lost before a late completion; the outcome was not recorded and the event will be delivered again")
 			continue
 		case !applied[i]: // another relay rescued it first
 			continue
@@ -119,18 +114,7 @@ func (r *Relay) accountRescue(ctx context.Context, outs []outcome, applied, isLa
 			r.log.Warn("rescued an event whose lease expired", "event_id", o.row.EventID, "event_type", o.row.Type,
 				"attempt", o.row.Attempts, "locked_by", deref(o.row.LockedBy), "dead", o.kind == dead)
 		}
-		r.inst.record(ctx, o, r.table, now)
-		switch o.kind {
-		case published:
-			res.Published++
-		case failed:
-			res.Failed++
-		case released:
-			res.Released++
-		case dead:
-			res.Dead++
-			r.died(ctx, o)
-		}
+		r.tally(ctx, o, &res, now)
 	}
 	return res
 }
