@@ -19,13 +19,14 @@ import (
 // than the retention.
 //
 // Start returns an error only if the relay is already running.
-//
-// Start composes the relay's services: the listener (wake-ups on commit),
-// the heartbeater, the completer (recording outcomes, overlapped with the
-// next batch where the database takes concurrent writers), and the
-// fetcher, which runs in Start's goroutine and drives the rescuer and the
-// janitor between batches.
 func (r *Relay) Start(ctx context.Context) error {
+	// Start composes the relay's services, each in its own file: the
+	// listener (wake-ups on commit), the heartbeater, the completer
+	// (recording outcomes, overlapped with the next batch where the
+	// database takes concurrent writers), and the fetcher, which runs in
+	// this goroutine and runs the rescuer and the janitor between batches.
+	// They stop in this order: the fetcher (ctx), the completer (the batch
+	// in hand recorded), then the heartbeater and the listener.
 	if err := r.acquire(); err != nil {
 		return err
 	}
