@@ -31,7 +31,8 @@ func (r *Relay) Start(ctx context.Context) error {
 		return err
 	}
 	defer r.release()
-	// lctx ends the background services once the batch in hand is recorded.
+	// lctx ends the heartbeater and the listener: with ctx, and at the
+	// latest once the batch in hand is recorded.
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -48,12 +49,12 @@ func (r *Relay) Start(ctx context.Context) error {
 	beat.start(lctx, &wg)
 	r.log.Info("relay started", "table", r.table, "batch_size", r.cfg.batchSize, "concurrency", r.cfg.concurrency,
 		"lease", r.cfg.lease, "poll_interval", r.cfg.pollInterval, "listen", listen.on())
-	done := newCompleter(r, totals)
-	done.start(lctx, &wg)
+	comp := newCompleter(r, totals)
+	comp.start(lctx, &wg)
 
-	newFetcher(r, done, listen, totals).run(ctx)
+	newFetcher(r, comp, listen, totals).run(ctx)
 
-	done.stop()
+	comp.stop()
 	cancel()
 	beat.stop()
 	listen.stop()
