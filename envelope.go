@@ -176,19 +176,8 @@ func DecodeEnvelope(b []byte) (*Envelope, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrInvalidEnvelope)
 	}
-	switch {
-	case ce.SpecVersion != "1.0":
-		return nil, fmt.Errorf("%w: specversion %q, want \"1.0\"", ErrInvalidEnvelope, ce.SpecVersion)
-	case ce.ID == "":
-		return nil, fmt.Errorf("%w: id is required", ErrInvalidEnvelope)
-	case ce.Source == "":
-		return nil, fmt.Errorf("%w: source is required", ErrInvalidEnvelope)
-	case ce.Type == "":
-		return nil, fmt.Errorf("%w: type is required", ErrInvalidEnvelope)
-	case len(ce.Data) > 0 && ce.DataBase64 != "":
-		return nil, fmt.Errorf("%w: both data and data_base64 are set", ErrInvalidEnvelope)
-	case ce.Attempt < 0 || ce.EventVersion < 0:
-		return nil, fmt.Errorf("%w: negative attempt or eventversion", ErrInvalidEnvelope)
+	if err := ce.validate(); err != nil {
+		return nil, err
 	}
 	e := &Envelope{
 		ID:            ce.ID,
@@ -205,16 +194,54 @@ func DecodeEnvelope(b []byte) (*Envelope, error) {
 	if ce.Time != nil {
 		e.CreatedAt = *ce.Time
 	}
+	var err error
+	if e.Payload, err = ce.payload(); err != nil {
+		return nil, err
+	}
+	if e.Headers, err = ce.headers(e.Payload); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// validate checks the attributes DecodeEnvelope requires.
+func (ce *cloudEvent) validate() error {
+	switch {
+	case ce.SpecVersion != "1.0":
+		return fmt.Errorf("%w: specversion %q, want \"1.0\"", ErrInvalidEnvelope, ce.SpecVersion)
+	case ce.ID == "":
+		return fmt.Errorf("%w: id is required", ErrInvalidEnvelope)
+	case ce.Source == "":
+		return fmt.Errorf("%w: source is required", ErrInvalidEnvelope)
+	case ce.Type == "":
+		return fmt.Errorf("%w: type is required", ErrInvalidEnvelope)
+	case len(ce.Data) > 0 && ce.DataBase64 != "":
+		return fmt.Errorf("%w: both data and data_base64 are set", ErrInvalidEnvelope)
+	case ce.Attempt < 0 || ce.EventVersion < 0:
+		return fmt.Errorf("%w: negative attempt or eventversion", ErrInvalidEnvelope)
+	}
+	return nil
+}
+
+// payload returns the event's data (nil for none, or JSON null).
+func (ce *cloudEvent) payload() ([]byte, error) {
 	switch {
 	case ce.DataBase64 != "":
 		p, err := base64.StdEncoding.DecodeString(ce.DataBase64)
 		if err != nil {
 			return nil, fmt.Errorf("%w: data_base64: %v", ErrInvalidEnvelope, err)
 		}
-		e.Payload = p
+		return p, nil
 	case len(ce.Data) > 0 && !bytes.Equal(ce.Data, []byte("null")):
-		e.Payload = bytes.Clone(ce.Data)
+		return bytes.Clone(ce.Data), nil
 	}
+	return nil, nil
+}
+
+// headers returns the envelope's headers (nil for none): the headers
+// extension, the trace context, and datacontenttype where it says more
+// than those headers and the payload do.
+func (ce *cloudEvent) headers(payload []byte) (map[string]string, error) {
 	headers := map[string]string{}
 	if ce.Headers != "" {
 		if err := json.Unmarshal([]byte(ce.Headers), &headers); err != nil {
@@ -226,15 +253,12 @@ func DecodeEnvelope(b []byte) (*Envelope, error) {
 			headers[k] = v
 		}
 	}
-	if len(headers) > 0 {
-		e.Headers = headers
-	}
 	// Keep a content type only where it says more than the payload does.
-	if ct := ce.DataContentType; ct != "" && ct != e.ContentType() {
-		if e.Headers == nil {
-			e.Headers = map[string]string{}
-		}
-		e.Headers["content-type"] = ct
+	if ct := ce.DataContentType; ct != "" && ct != (&Envelope{Payload: payload, Headers: headers}).ContentType() {
+		headers["content-type"] = ct
 	}
-	return e, nil
+	if len(headers) == 0 {
+		return nil, nil
+	}
+	return headers, nil
 }

@@ -98,32 +98,9 @@ type encodedEvent struct {
 // non-nil, are added to the headers unless the event already sets them.
 // maxPayload > 0 bounds the payload's size in bytes.
 func (e *Event) encode(traceHeaders map[string]string, maxPayload int) (encodedEvent, error) {
-	if strings.TrimSpace(e.Type) == "" {
-		return encodedEvent{}, invalid("Type", "is required")
+	if err := e.validate(); err != nil {
+		return encodedEvent{}, err
 	}
-	for _, f := range [...]struct {
-		name, value string
-		max         int
-	}{
-		{"ID", e.ID, MaxIDLen},
-		{"Type", e.Type, MaxTypeLen},
-		{"AggregateType", e.AggregateType, MaxAggregateTypeLen},
-		{"AggregateID", e.AggregateID, MaxAggregateIDLen},
-		{"PartitionKey", e.PartitionKey, MaxPartitionKeyLen},
-		{"TenantID", e.TenantID, MaxTenantIDLen},
-		{"Topic", e.Topic, MaxTopicLen},
-	} {
-		if err := checkString(f.name, f.value, f.max); err != nil {
-			return encodedEvent{}, err
-		}
-	}
-	if e.Version < 0 {
-		return encodedEvent{}, invalid("Version", "must not be negative, got %d", e.Version)
-	}
-	if e.MaxAttempts < 0 {
-		return encodedEvent{}, invalid("MaxAttempts", "must not be negative, got %d", e.MaxAttempts)
-	}
-
 	out := encodedEvent{
 		EventID:       e.ID,
 		Type:          e.Type,
@@ -162,6 +139,36 @@ func (e *Event) encode(traceHeaders map[string]string, maxPayload int) (encodedE
 		return encodedEvent{}, err
 	}
 	return out, nil
+}
+
+// validate checks the fields of e against their columns.
+func (e *Event) validate() error {
+	if strings.TrimSpace(e.Type) == "" {
+		return invalid("Type", "is required")
+	}
+	for _, f := range [...]struct {
+		name, value string
+		max         int
+	}{
+		{"ID", e.ID, MaxIDLen},
+		{"Type", e.Type, MaxTypeLen},
+		{"AggregateType", e.AggregateType, MaxAggregateTypeLen},
+		{"AggregateID", e.AggregateID, MaxAggregateIDLen},
+		{"PartitionKey", e.PartitionKey, MaxPartitionKeyLen},
+		{"TenantID", e.TenantID, MaxTenantIDLen},
+		{"Topic", e.Topic, MaxTopicLen},
+	} {
+		if err := checkString(f.name, f.value, f.max); err != nil {
+			return err
+		}
+	}
+	if e.Version < 0 {
+		return invalid("Version", "must not be negative, got %d", e.Version)
+	}
+	if e.MaxAttempts < 0 {
+		return invalid("MaxAttempts", "must not be negative, got %d", e.MaxAttempts)
+	}
+	return nil
 }
 
 func checkString(field, v string, max int) error {

@@ -151,26 +151,38 @@ func (r *Relay) account(ctx context.Context, outs []outcome, applied []bool, res
 	for i := range outs {
 		o := &outs[i]
 		if !applied[i] {
-			res.Lost++
-			r.inst.lost.Add(ctx, 1, metric.WithAttributes(attrTable.String(r.table)))
-			r.log.Warn("lease lost before completion; the outcome was not recorded and the event will be delivered again",
-				"event_id", o.row.EventID, "event_type", o.row.Type, "attempt", o.row.Attempts, "outcome", o.kind.String())
+			r.lose(ctx, o, res, "lease lost before completion; the outcome was not recorded and the event will be delivered again")
 			continue
 		}
-		r.inst.record(ctx, o, r.table, now)
-		switch o.kind {
-		case published:
-			res.Published++
-		case failed:
-			res.Failed++
+		r.tally(ctx, o, res, now)
+		if o.kind == failed {
 			r.log.Warn("delivery failed; will retry", "event_id", o.row.EventID, "event_type", o.row.Type,
 				"attempt", o.row.Attempts, "retry_in", o.delay, "error", o.err)
-		case dead:
-			res.Dead++
-			r.died(ctx, o)
-		case released:
-			res.Released++
 		}
+	}
+}
+
+// lose counts and logs (with msg) an outcome the fence refused.
+func (r *Relay) lose(ctx context.Context, o *outcome, res *Result, msg string) {
+	res.Lost++
+	r.inst.lost.Add(ctx, 1, metric.WithAttributes(attrTable.String(r.table)))
+	r.log.Warn(msg, "event_id", o.row.EventID, "event_type", o.row.Type, "attempt", o.row.Attempts, "outcome", o.kind.String())
+}
+
+// tally counts a recorded outcome in res and in the metrics; a dead event
+// is logged and given to OnDead.
+func (r *Relay) tally(ctx context.Context, o *outcome, res *Result, now time.Time) {
+	r.inst.record(ctx, o, r.table, now)
+	switch o.kind {
+	case published:
+		res.Published++
+	case failed:
+		res.Failed++
+	case dead:
+		res.Dead++
+		r.died(ctx, o)
+	case released:
+		res.Released++
 	}
 }
 

@@ -71,23 +71,7 @@ func (r *Relay) maxAttempts(row *outbox.OutboxEvent) int {
 // spending an attempt. Started deliveries run to completion under a
 // context that ends at deadline, not with ctx.
 func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline time.Time, unavailableDelay time.Duration) []outcome {
-	outs := make([]outcome, len(rows))
-	var envs []*outbox.Envelope
-	var idx []int // outs index of each envelope
-	envOf := make([]int, len(rows))
-	for i := range rows {
-		outs[i].row = &rows[i]
-		envOf[i] = -1
-		env, err := envelope(&rows[i])
-		if err != nil {
-			outs[i].kind, outs[i].err = dead, outbox.Permanent(err)
-			continue
-		}
-		outs[i].env = env
-		envOf[i] = len(envs)
-		envs = append(envs, env)
-		idx = append(idx, i)
-	}
+	outs, envs, envOf := decodeRows(rows)
 	if len(envs) == 0 {
 		return outs
 	}
@@ -101,35 +85,70 @@ func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline
 	} else {
 		d.concurrently()
 	}
-	errs, started := d.errs, d.started
-
 	// The transport is down: what was not started waits out the relay's
 	// backoff too, rather than being claimed at once by another relay.
 	notStartedDelay := time.Duration(0)
-	if slices.ContainsFunc(errs, outbox.IsUnavailable) {
+	if slices.ContainsFunc(d.errs, outbox.IsUnavailable) {
 		notStartedDelay = unavailableDelay
 	}
-	for j, i := range idx {
-		o := &outs[i]
-		err := errs[j]
+	for i := range outs {
+		j := envOf[i]
 		switch {
-		case !started[j]:
-			o.kind, o.delay = released, notStartedDelay
-		case err == nil:
-			o.kind = published
-		case outbox.IsUnavailable(err):
-			o.kind, o.err, o.delay = released, err, unavailableDelay
-		case isSnoozed(err):
-			o.kind, o.err, o.delay = released, err, snoozeDelay(err)
-		case outbox.IsPermanent(err):
-			o.kind, o.err = dead, err
-		case o.row.Attempts >= r.maxAttempts(o.row):
-			o.kind, o.err = dead, fmt.Errorf("no attempts left (%d of %d): %w", o.row.Attempts, r.maxAttempts(o.row), err)
+		case j < 0: // undecodable: dead already
+		case !d.started[j]:
+			outs[i].kind, outs[i].delay = released, notStartedDelay
 		default:
-			o.kind, o.err, o.delay = failed, err, r.cfg.backoff(o.row.Attempts)
+			r.settle(&outs[i], d.errs[j], unavailableDelay)
 		}
 	}
 	return outs
+}
+
+// decodeRows builds the envelopes of rows, and their outcomes: dead for a
+// row that cannot be decoded. envOf maps a row to its envelope, -1 for
+// none.
+func decodeRows(rows []outbox.OutboxEvent) (outs []outcome, envs []*outbox.Envelope, envOf []int) {
+	outs = make([]outcome, len(rows))
+	envOf = make([]int, len(rows))
+	for i := range rows {
+		outs[i].row = &rows[i]
+		envOf[i] = -1
+		env, err := envelope(&rows[i])
+		if err != nil {
+			outs[i].kind, outs[i].err = dead, outbox.Permanent(err)
+			continue
+		}
+		outs[i].env = env
+		envOf[i] = len(envs)
+		envs = append(envs, env)
+	}
+	return outs, envs, envOf
+}
+
+// settle sets the outcome of a started delivery that returned err.
+func (r *Relay) settle(o *outcome, err error, unavailableDelay time.Duration) {
+	switch {
+	case err == nil:
+		o.kind = published
+	case outbox.IsUnavailable(err):
+		o.kind, o.err, o.delay = released, err, unavailableDelay
+	case isSnoozed(err):
+		o.kind, o.err, o.delay = released, err, snoozeDelay(err)
+	case outbox.IsPermanent(err):
+		o.kind, o.err = dead, err
+	default:
+		r.retryOrDie(o, err)
+	}
+}
+
+// retryOrDie makes o failed, to be retried after the backoff, or dead when
+// its row has no attempts left.
+func (r *Relay) retryOrDie(o *outcome, err error) {
+	if o.row.Attempts >= r.maxAttempts(o.row) {
+		o.kind, o.err = dead, fmt.Errorf("no attempts left (%d of %d): %w", o.row.Attempts, r.maxAttempts(o.row), err)
+		return
+	}
+	o.kind, o.err, o.delay = failed, err, r.cfg.backoff(o.row.Attempts)
 }
 
 // errPanic is wrapped by the error of a publisher that panicked.

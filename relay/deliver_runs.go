@@ -77,12 +77,11 @@ func (d *delivery) concurrently() {
 					if j < 0 || d.over() || stopped.Load() {
 						break
 					}
-					d.started[j] = true
-					d.errs[j] = d.publishOne(j)
-					if outbox.IsUnavailable(d.errs[j]) {
+					err := d.publishOne(j)
+					if outbox.IsUnavailable(err) {
 						stopped.Store(true)
 					}
-					if d.errs[j] != nil {
+					if err != nil {
 						break
 					}
 				}
@@ -97,15 +96,29 @@ func (d *delivery) concurrently() {
 // the rest goes back without spending an attempt.
 func (d *delivery) over() bool { return d.ctx.Err() != nil || d.pctx.Err() != nil }
 
+// publishOne delivers envelope j through Publish.
 func (d *delivery) publishOne(j int) error {
-	r := d.r
-	dctx, span, e := r.trace.deliverySpan(d.pctx, d.batchSpan, d.envs[j])
+	dctx, span, e := d.begin(j)
 	began := time.Now()
-	err := r.publish(dctx, e)
-	r.inst.publishDuration.Record(d.pctx, time.Since(began).Seconds(),
-		metric.WithAttributes(attrTable.String(r.table), attrEventType.String(e.Type)))
-	endDelivery(span, err)
+	err := d.r.publish(dctx, e)
+	d.end(j, span, time.Since(began), err)
 	return err
+}
+
+// begin marks delivery j started and starts its span; it returns the
+// delivery's context and the envelope carrying the span's trace headers.
+func (d *delivery) begin(j int) (context.Context, trace.Span, *outbox.Envelope) {
+	d.started[j] = true
+	return d.r.trace.deliverySpan(d.pctx, d.batchSpan, d.envs[j])
+}
+
+// end records the result of delivery j: its duration, its span's status,
+// and its error.
+func (d *delivery) end(j int, span trace.Span, took time.Duration, err error) {
+	r := d.r
+	r.inst.publishDuration.Record(d.pctx, took.Seconds(), metric.WithAttributes(attrTable.String(r.table), attrEventType.String(d.envs[j].Type)))
+	endDelivery(span, err)
+	d.errs[j] = err
 }
 
 // inRounds delivers the runs through PublishBatch, in rounds: the first
@@ -155,16 +168,14 @@ func (d *delivery) inRounds() {
 // publishRound publishes the envelopes round in one PublishBatch call and
 // records their results.
 func (d *delivery) publishRound(round []int) []error {
-	r := d.r
 	spans := make([]trace.Span, len(round))
 	traced := make([]*outbox.Envelope, len(round))
 	for i, j := range round {
-		d.started[j] = true
-		_, spans[i], traced[i] = r.trace.deliverySpan(d.pctx, d.batchSpan, d.envs[j])
+		_, spans[i], traced[i] = d.begin(j)
 	}
 	began := time.Now()
-	res := r.publishBatch(d.pctx, traced)
-	took := time.Since(began).Seconds()
+	res := d.r.publishBatch(d.pctx, traced)
+	took := time.Since(began)
 	if len(res) != len(round) {
 		err := fmt.Errorf("relay: PublishBatch returned %d results for %d events", len(res), len(round))
 		res = make([]error, len(round))
@@ -173,9 +184,7 @@ func (d *delivery) publishRound(round []int) []error {
 		}
 	}
 	for i, j := range round {
-		r.inst.publishDuration.Record(d.pctx, took, metric.WithAttributes(attrTable.String(r.table), attrEventType.String(d.envs[j].Type)))
-		endDelivery(spans[i], res[i])
-		d.errs[j] = res[i]
+		d.end(j, spans[i], took, res[i])
 	}
 	return res
 }

@@ -126,7 +126,8 @@
 // # Housekeeping
 //
 // Each relay rescues expired leases every half lease, and deletes published
-// events older than WithRetention (default 24h) in batches of 1000. Dead
+// events older than WithRetention (default 24h) in batches of 1000, between
+// two batches of its own. Dead
 // events are kept until an operator replays (Replay, ReplayAll) or purges
 // them (PurgeDead).
 //

@@ -4,23 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync/atomic"
+	"sync"
 	"time"
 )
-
-// counters are the running totals a relay reports in its heartbeats.
-type counters struct {
-	claimed, published, failed, dead, released, lost atomic.Int64
-}
-
-// add counts the outcomes of r; claims are counted as they happen.
-func (c *counters) add(r Result) {
-	c.published.Add(int64(r.Published))
-	c.released.Add(int64(r.Released))
-	c.failed.Add(int64(r.Failed))
-	c.dead.Add(int64(r.Dead))
-	c.lost.Add(int64(r.Lost))
-}
 
 // Describer is implemented by publishers that can say where they deliver,
 // such as "asynq queue default (or the event's Topic)" or "redis stream
@@ -47,43 +33,91 @@ func describe(pub Publisher) string {
 	return d
 }
 
-// heartbeat records the relay in <table>_relays every interval until ctx
-// ends, then removes its row.
-func (r *Relay) heartbeat(ctx context.Context, started time.Time, totals *counters) {
-	host, _ := os.Hostname()
-	publisher := describe(r.pub)
-	warned := false
-	beat := func(ctx context.Context) {
-		b := r.kind.NewBuilder()
-		b.Add("INSERT INTO "+r.table+"_relays (id, host, pid, publisher, heartbeat_ms, started_at, last_beat, claimed, published, failed, dead, lost) VALUES (?, ?, ?, ?, ?, ?, ",
-			r.cfg.workerID, host, os.Getpid(), publisher, r.cfg.heartbeat.Milliseconds(), r.kind.Time(started))
-		b.Now()
-		b.Add(", ?, ?, ?, ?, ?)", totals.claimed.Load(), totals.published.Load(), totals.failed.Load(), totals.dead.Load(), totals.lost.Load())
-		b.Add(r.kind.Upsert("id", "host", "pid", "publisher", "heartbeat_ms", "started_at", "last_beat", "claimed", "published", "failed", "dead", "lost"))
-		if err := r.db.WithContext(ctx).Exec(b.SQL(), b.Args()...).Error; err != nil && ctx.Err() == nil {
-			if !warned {
-				r.log.Warn("heartbeat failed (is the relays table migrated? run outbox.Migrate or 'outbox migrate')", "error", err)
-				warned = true
-			}
-			return
-		}
-		warned = false
+// heartbeater records the relay in <table>_relays every WithHeartbeat
+// interval, with its running totals, until the context given to start
+// ends or stop; then it removes the relay's row.
+type heartbeater struct {
+	r         *Relay
+	totals    *counters
+	started   time.Time
+	host      string
+	publisher string
+	warned    bool // a failed beat was logged: log the next failures no more
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+func newHeartbeater(r *Relay, totals *counters) *heartbeater {
+	return &heartbeater{r: r, totals: totals}
+}
+
+// start starts beating, unless heartbeats are off (WithHeartbeat(0)).
+func (h *heartbeater) start(ctx context.Context, wg *sync.WaitGroup) {
+	if h.r.cfg.heartbeat <= 0 {
+		return
 	}
-	beat(ctx)
-	t := time.NewTicker(r.cfg.heartbeat)
+	h.started = time.Now()
+	h.host, _ = os.Hostname()
+	h.publisher = describe(h.r.pub)
+	ctx, h.cancel = context.WithCancel(ctx)
+	h.done = make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(h.done)
+		h.run(ctx)
+	}()
+}
+
+// stop ends the beats and returns once the relay's row is removed.
+func (h *heartbeater) stop() {
+	if h.cancel == nil {
+		return
+	}
+	h.cancel()
+	<-h.done
+}
+
+func (h *heartbeater) run(ctx context.Context) {
+	h.beat(ctx)
+	t := time.NewTicker(h.r.cfg.heartbeat)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := r.db.WithContext(dctx).Exec("DELETE FROM "+r.table+"_relays WHERE id = ?", r.cfg.workerID).Error; err != nil {
-				r.log.Warn("removing the heartbeat failed", "error", err)
-			}
+			h.remove(ctx)
 			return
 		case <-t.C:
-			beat(ctx)
+			h.beat(ctx)
 		}
+	}
+}
+
+// beat upserts the relay's row.
+func (h *heartbeater) beat(ctx context.Context) {
+	r, totals := h.r, h.totals
+	b := r.kind.NewBuilder()
+	b.Add("INSERT INTO "+r.table+"_relays (id, host, pid, publisher, heartbeat_ms, started_at, last_beat, claimed, published, failed, dead, lost) VALUES (?, ?, ?, ?, ?, ?, ",
+		r.cfg.workerID, h.host, os.Getpid(), h.publisher, r.cfg.heartbeat.Milliseconds(), r.kind.Time(h.started))
+	b.Now()
+	b.Add(", ?, ?, ?, ?, ?)", totals.claimed.Load(), totals.published.Load(), totals.failed.Load(), totals.dead.Load(), totals.lost.Load())
+	b.Add(r.kind.Upsert("id", "host", "pid", "publisher", "heartbeat_ms", "started_at", "last_beat", "claimed", "published", "failed", "dead", "lost"))
+	if err := r.db.WithContext(ctx).Exec(b.SQL(), b.Args()...).Error; err != nil && ctx.Err() == nil {
+		if !h.warned {
+			r.log.Warn("heartbeat failed (is the relays table migrated? run outbox.Migrate or 'outbox migrate')", "error", err)
+			h.warned = true
+		}
+		return
+	}
+	h.warned = false
+}
+
+// remove deletes the relay's row, within 5s of ctx's end.
+func (h *heartbeater) remove(ctx context.Context) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := h.r.db.WithContext(dctx).Exec("DELETE FROM "+h.r.table+"_relays WHERE id = ?", h.r.cfg.workerID).Error; err != nil {
+		h.r.log.Warn("removing the heartbeat failed", "error", err)
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
-
 	"github.com/gormoutbox/outbox"
 )
 
@@ -90,14 +88,8 @@ func (r *Relay) lateTTL() time.Duration { return max(10*r.cfg.lease, 10*time.Min
 // expiredOutcome is the outcome of a claim that expired without one.
 func (r *Relay) expiredOutcome(row *outbox.OutboxEvent) outcome {
 	o := outcome{row: row}
-	lost := fmt.Errorf("lease expired: relay %q claimed the event (attempt %d) and recorded no outcome; it crashed or stalled while delivering it",
-		deref(row.LockedBy), row.Attempts)
-	if row.Attempts >= r.maxAttempts(row) {
-		o.kind = dead
-		o.err = fmt.Errorf("no attempts left (%d of %d): %w", row.Attempts, r.maxAttempts(row), lost)
-	} else {
-		o.kind, o.err, o.delay = failed, lost, r.cfg.backoff(row.Attempts)
-	}
+	r.retryOrDie(&o, fmt.Errorf("lease expired: relay %q claimed the event (attempt %d) and recorded no outcome; it crashed or stalled while delivering it",
+		deref(row.LockedBy), row.Attempts))
 	o.env, _ = envelope(row)
 	return o
 }
@@ -111,10 +103,7 @@ func (r *Relay) accountRescue(ctx context.Context, outs []outcome, applied, isLa
 		o := &outs[i]
 		switch {
 		case !applied[i] && isLate[i]:
-			res.Lost++
-			r.inst.lost.Add(ctx, 1, metric.WithAttributes(attrTable.String(r.table)))
-			r.log.Warn("lease lost before a late completion; the outcome was not recorded and the event will be delivered again",
-				"event_id", o.row.EventID, "event_type", o.row.Type, "attempt", o.row.Attempts, "outcome", o.kind.String())
+			r.lose(ctx, o, &res, "lease lost before a late completion; the outcome was not recorded and the event will be delivered again")
 			continue
 		case !applied[i]: // another relay rescued it first
 			continue
@@ -125,18 +114,7 @@ func (r *Relay) accountRescue(ctx context.Context, outs []outcome, applied, isLa
 			r.log.Warn("rescued an event whose lease expired", "event_id", o.row.EventID, "event_type", o.row.Type,
 				"attempt", o.row.Attempts, "locked_by", deref(o.row.LockedBy), "dead", o.kind == dead)
 		}
-		r.inst.record(ctx, o, r.table, now)
-		switch o.kind {
-		case published:
-			res.Published++
-		case failed:
-			res.Failed++
-		case released:
-			res.Released++
-		case dead:
-			res.Dead++
-			r.died(ctx, o)
-		}
+		r.tally(ctx, o, &res, now)
 	}
 	return res
 }
