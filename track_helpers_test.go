@@ -129,3 +129,5 @@ func rowOf[T any](t testing.TB, e trackedEvent) T {
 	}
 	return v
 }
+
+func outboxTrackOldValues() outbox.TrackOption { return outbox.TrackOldValues() }

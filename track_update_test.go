@@ -1,0 +1,126 @@
+package outbox_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"gorm.io/gorm"
+)
+
+func createPurchases(t *testing.T, db *gorm.DB, ps ...*Purchase) {
+	t.Helper()
+	for _, p := range ps {
+		must(t, db.Create(p).Error)
+	}
+	clearOutbox(t, db)
+}
+
+func wantColumns(t *testing.T, e trackedEvent, want ...string) {
+	t.Helper()
+	got := slices.Clone(e.Change.Columns)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("%s %s: changed %q, want %q", e.Type, e.AggregateID, got, want)
+	}
+}
+
+func TestTrackUpdatePaths(t *testing.T) {
+	eachTracked(t, func(t *testing.T, db *gorm.DB) {
+		p := &Purchase{Customer: "ann", Status: "new", Amount: 1}
+		createPurchases(t, db, p)
+		id := fmt.Sprint(p.ID)
+
+		must(t, db.Model(p).Updates(Purchase{Status: "open", Amount: 2}).Error)
+		must(t, db.Model(p).Updates(map[string]any{"status": "paid"}).Error)
+		must(t, db.Model(p).Update("amount", 3).Error)
+		must(t, db.Model(p).UpdateColumn("customer", "bob").Error)
+		must(t, db.Model(p).UpdateColumns(map[string]any{"amount": 4, "status": "shipped"}).Error)
+		p.Customer = "cid"
+		must(t, db.Save(p).Error)
+		evs := tracked(t, db)
+		u := "purchase.updated " + id
+		wantTypes(t, evs, u, u, u, u, u, u)
+		wantColumns(t, evs[0], "status", "amount", "updated_at")
+		wantColumns(t, evs[1], "status", "updated_at")
+		wantColumns(t, evs[2], "amount", "updated_at")
+		wantColumns(t, evs[3], "customer") // UpdateColumn: no updated_at
+		wantColumns(t, evs[4], "amount", "status")
+		wantColumns(t, evs[5], "customer", "status", "amount", "updated_at", "deleted_at")
+		if evs[1].Change.New["status"] != "paid" || fmt.Sprint(evs[2].Change.New["amount"]) != "3" {
+			t.Errorf("new values %v, %v", evs[1].Change.New, evs[2].Change.New)
+		}
+		if r := rowOf[Purchase](t, evs[5]); r.Customer != "cid" || r.Status != "shipped" || r.Amount != 4 {
+			t.Errorf("row of Save %+v", r)
+		}
+		for _, e := range evs {
+			if e.PartitionKey != "purchase:"+id {
+				t.Errorf("partition key %q", e.PartitionKey)
+			}
+		}
+	})
+}
+
+// Save of a value whose key is set but matches no row inserts it: one
+// created event, no updated one.
+func TestTrackSaveInsert(t *testing.T) {
+	eachTracked(t, func(t *testing.T, db *gorm.DB) {
+		must(t, db.Save(&Purchase{ID: 42, Customer: "new"}).Error)
+		must(t, db.Save(&Purchase{Customer: "auto"}).Error)
+		evs := tracked(t, db)
+		if len(evs) != 2 || evs[0].Type != "purchase.created" || evs[0].AggregateID != "42" || evs[1].Type != "purchase.created" {
+			t.Fatalf("events %q, want purchase.created 42 and one more purchase.created", types(evs))
+		}
+	})
+}
+
+// A bulk update (no key in the model) writes one event per affected row,
+// with the old and new values of the changed columns.
+func TestTrackBulkUpdate(t *testing.T) {
+	eachTracked(t, func(t *testing.T, db *gorm.DB) {
+		a, b, c := &Purchase{Customer: "a", Status: "new"}, &Purchase{Customer: "b", Status: "new"}, &Purchase{Customer: "c", Status: "paid"}
+		createPurchases(t, db, a, b, c)
+		res := db.Model(&Purchase{}).Where("status = ?", "new").Updates(map[string]any{"status": "open", "amount": gorm.Expr("amount + 5")})
+		must(t, res.Error)
+		if res.RowsAffected != 2 {
+			t.Fatalf("RowsAffected %d, want 2", res.RowsAffected)
+		}
+		evs := tracked(t, db)
+		wantTypes(t, evs, fmt.Sprint("purchase.updated ", a.ID), fmt.Sprint("purchase.updated ", b.ID))
+		for _, e := range evs {
+			wantColumns(t, e, "status", "amount", "updated_at")
+			if e.Change.Old["status"] != "new" || e.Change.New["status"] != "open" ||
+				fmt.Sprint(e.Change.Old["amount"]) != "0" || fmt.Sprint(e.Change.New["amount"]) != "5" {
+				t.Errorf("old %v new %v", e.Change.Old, e.Change.New)
+			}
+			if r := rowOf[Purchase](t, e); r.Status != "open" || r.Amount != 5 {
+				t.Errorf("row %+v, want it as stored after the update", r)
+			}
+		}
+		clearOutbox(t, db)
+		// Zero rows affected: no event.
+		must(t, db.Model(&Purchase{}).Where("status = ?", "none").Update("amount", 1).Error)
+		must(t, db.Model(&Purchase{ID: 9999}).Update("amount", 1).Error)
+		wantTypes(t, tracked(t, db))
+		// A soft-deleted row is out of an update's scope.
+		must(t, db.Delete(c).Error)
+		clearOutbox(t, db)
+		must(t, db.Model(&Purchase{}).Where("customer IN ?", []string{"b", "c"}).Update("status", "x").Error)
+		wantTypes(t, tracked(t, db), fmt.Sprint("purchase.updated ", b.ID))
+	})
+}
+
+func TestTrackOldValues(t *testing.T) {
+	testTrack := func(t *testing.T, db *gorm.DB) {
+		p := &Purchase{Customer: "a", Status: "new"}
+		createPurchases(t, db, p)
+		must(t, db.Model(p).Update("status", "paid").Error)
+		evs := tracked(t, db)
+		wantTypes(t, evs, fmt.Sprint("purchase.updated ", p.ID))
+		if evs[0].Change.Old["status"] != "new" || evs[0].Change.New["status"] != "paid" {
+			t.Errorf("old %v new %v", evs[0].Change.Old, evs[0].Change.New)
+		}
+	}
+	eachTracked(t, testTrack, outboxTrackOldValues())
+}
