@@ -19,6 +19,9 @@ type trackState struct {
 	set    clause.Set    // update: the assignments
 	ownSet bool          // the SET clause was added here (GORM removes its own)
 	locked reflect.Value // []T read and locked first; invalid: a single row by key
+	// existed: create with ON CONFLICT DO NOTHING, the keys that existed.
+	existed   map[string]bool
+	doNothing bool
 }
 
 type trackKey struct{}
@@ -40,6 +43,7 @@ func ownTrack(stmt *gorm.Statement) *trackState {
 func (p *Plugin) registerTrackCallbacks(db *gorm.DB) error {
 	c := db.Callback()
 	return errors.Join(
+		c.Create().After("gorm:save_before_associations").Before("gorm:create").Register("outbox:track_before_create", p.trackBeforeCreate),
 		c.Create().After("gorm:create").Before("gorm:after_create").Register("outbox:track_create", p.trackCreated),
 		c.Update().After("gorm:save_before_associations").Before("gorm:update").Register("outbox:track_before_update", p.trackBeforeUpdate),
 		c.Update().After("gorm:update").Before("gorm:after_update").Register("outbox:track_update", p.trackUpdated),
@@ -61,27 +65,62 @@ func (p *Plugin) tracking(db *gorm.DB, op ChangeOp) *trackSpec {
 	return spec
 }
 
+// trackBeforeCreate notes, for a create with ON CONFLICT DO NOTHING, which
+// of its rows whose key is set exist already (locking them): those are
+// not inserted.
+func (p *Plugin) trackBeforeCreate(db *gorm.DB) {
+	spec := p.tracking(db, ChangeCreated)
+	stmt := db.Statement
+	if spec == nil {
+		return
+	}
+	if _, doNothing := onConflict(stmt); !doNothing {
+		return
+	}
+	// Noted now: the MySQL driver rewrites DO NOTHING as an update of the
+	// key to itself when it builds the statement.
+	st := &trackState{stmt: stmt, spec: spec, doNothing: true, existed: map[string]bool{}}
+	stmt.Settings.Store(trackKey{}, st)
+	conds := identityConds(stmt, stmt.ReflectValue)
+	if len(conds) == 0 {
+		return
+	}
+	existing, err := p.lockRows(db, spec, conds)
+	if err != nil {
+		_ = db.AddError(fmt.Errorf("outbox: Track(%s): reading the rows to insert: %w", spec.name, err))
+		return
+	}
+	for i := range existing.Len() {
+		id, _ := keyOf(spec, db, existing.Index(i))
+		st.existed[id] = true
+	}
+}
+
 // trackCreated makes the created events of an INSERT, once it has run
 // (primary keys assigned).
 func (p *Plugin) trackCreated(db *gorm.DB) {
+	st := ownTrack(db.Statement)
 	spec := p.tracking(db, ChangeCreated)
 	if spec == nil || db.RowsAffected == 0 {
 		return
 	}
 	stmt := db.Statement
 	rows, ok := structRows(stmt.ReflectValue)
-	upsert, doNothing := onConflict(stmt)
-	if ok && doNothing && db.RowsAffected < int64(len(rows)) {
-		rows, ok = keyedRows(spec, stmt, rows), !spec.strict
-	}
 	if !ok {
-		p.untrackable(db, spec, "a create of %d row(s) of which %d were inserted (or of values that are not %s structs)",
-			lenOf(stmt.ReflectValue), db.RowsAffected, spec.modelType)
+		p.untrackable(db, spec, "a create of values that are not %s structs (a map)", spec.modelType)
 		return
 	}
-	changes := make([]trackedChange, len(rows))
-	for i, r := range rows {
-		changes[i] = trackedChange{Change: Change{Op: ChangeCreated, Upsert: upsert}, row: r}
+	upsert, doNothing := onConflict(stmt)
+	doNothing = doNothing || (st != nil && st.doNothing)
+	changes := make([]trackedChange, 0, len(rows))
+	for _, r := range rows {
+		if doNothing {
+			// Not inserted: a row that existed, or one GORM gave no key.
+			if id, _ := keyOf(spec, db, r); zeroKey(spec, stmt, r) || (st != nil && st.existed[id]) {
+				continue
+			}
+		}
+		changes = append(changes, trackedChange{Change: Change{Op: ChangeCreated, Upsert: upsert && !doNothing}, row: r})
 	}
 	p.emitTracked(db, spec, changes)
 }

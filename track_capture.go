@@ -36,15 +36,6 @@ func structRows(v reflect.Value) (rows []reflect.Value, ok bool) {
 	return nil, false
 }
 
-func lenOf(v reflect.Value) int {
-	v = reflect.Indirect(v)
-	switch v.Kind() {
-	case reflect.Slice, reflect.Array:
-		return v.Len()
-	}
-	return 1
-}
-
 // onConflict reports whether a create has an ON CONFLICT clause, and
 // whether it is DO NOTHING.
 func onConflict(stmt *gorm.Statement) (upsert, doNothing bool) {
@@ -54,17 +45,6 @@ func onConflict(stmt *gorm.Statement) (upsert, doNothing bool) {
 	}
 	oc, _ := c.Expression.(clause.OnConflict)
 	return true, oc.DoNothing
-}
-
-// keyedRows keeps the rows whose primary key is set.
-func keyedRows(spec *trackSpec, stmt *gorm.Statement, rows []reflect.Value) []reflect.Value {
-	out := rows[:0:0]
-	for _, r := range rows {
-		if !zeroKey(spec, stmt, r) {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 func zeroKey(spec *trackSpec, stmt *gorm.Statement, row reflect.Value) bool {

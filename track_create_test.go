@@ -110,6 +110,10 @@ func TestTrackUpsert(t *testing.T) {
 		// DO NOTHING that inserts nothing: no row affected, no event.
 		must(t, db.Clauses(clause.OnConflict{DoNothing: true}).Create(&LedgerEntry{Book: "b", Entry: 1}).Error)
 		wantTypes(t, tracked(t, db))
+		// DO NOTHING that inserts some rows: events for those only.
+		some := []LedgerEntry{{Book: "b", Entry: 1}, {Book: "b", Entry: 3}}
+		must(t, db.Clauses(clause.OnConflict{DoNothing: true}).Create(&some).Error)
+		wantTypes(t, tracked(t, db), "ledger_entry.created book=b,entry=3")
 	})
 }
 

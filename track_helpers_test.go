@@ -24,10 +24,10 @@ type Purchase struct {
 
 // PurchaseLine is tracked, and saved with its Purchase.
 type PurchaseLine struct {
-	ID        uint `gorm:"primaryKey"`
+	ID         uint `gorm:"primaryKey"`
 	PurchaseID uint
-	SKU       string
-	Qty       int
+	SKU        string
+	Qty        int
 }
 
 // LedgerEntry has a composite key and no soft delete.
@@ -40,7 +40,7 @@ type LedgerEntry struct {
 // trackedEvent is an outbox row of a tracked model, its payload decoded.
 type trackedEvent struct {
 	Type, AggregateType, AggregateID, PartitionKey, TenantID, Topic string
-	Change                                                           outbox.Change
+	Change                                                          outbox.Change
 }
 
 // eachTracked runs fn per dialect with the plugin installed and the test
