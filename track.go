@@ -54,9 +54,11 @@ type Change struct {
 	New map[string]any `json:"new,omitempty"`
 	// Soft marks a soft delete (the model has a gorm.DeletedAt).
 	Soft bool `json:"soft,omitempty"`
-	// Upsert marks a create with an ON CONFLICT clause (db.Save of a row
-	// that matched no update included): the database does not say which
-	// rows it inserted and which it updated.
+	// Upsert marks an event of a create with an ON CONFLICT DO UPDATE
+	// clause (clause.OnConflict, the insert db.Save runs when its update
+	// matched no row, associations saved with a parent): "updated" for a
+	// row that existed (its key was set and the row was found, and locked,
+	// before the insert), "created" otherwise.
 	Upsert bool `json:"upsert,omitempty"`
 
 	row any // the *T the event is about, for filters and mappers
@@ -105,8 +107,10 @@ type trackSpec struct {
 // CreateInBatches; Save (an update, or an insert when it matched no row);
 // Updates with a struct or a map, Update, UpdateColumn(s); Delete (soft:
 // "deleted" with Change.Soft; Unscoped: hard); upserts (Create with
-// clause.OnConflict: "created" with Change.Upsert); associations saved with
-// a parent, when their model is tracked. An update or delete whose model
+// clause.OnConflict: "updated" for the rows whose key was set and found
+// before the insert, "created" for the others, both with Change.Upsert;
+// DO NOTHING: "created" for the rows inserted only); associations saved
+// with a parent, when their model is tracked. An update or delete whose model
 // value does not name one row by its primary key (db.Model(&Order{}).Where(…),
 // db.Delete(&Order{}, id), a slice) first reads the rows it will change, in
 // its transaction, locking them (SELECT … FOR UPDATE on PostgreSQL and
@@ -115,10 +119,15 @@ type trackSpec struct {
 //
 // Not captured: db.Exec and db.Raw (a debug message on the TrackLogger
 // names the statement, and TrackStrict refuses it), db.Table(…) without a
-// model, and a Create of maps. An OnConflict DoNothing create that inserts
-// only some of its rows cannot say which: events are written for each row
-// whose key is known, or, with TrackStrict, the statement fails with
-// ErrUntrackable.
+// model, and a Create of maps (a warning, or ErrUntrackable with
+// TrackStrict). An upsert of rows whose key the database assigns, that
+// conflicts on another unique column, is reported as created.
+//
+// What counts as affected is the database's: MySQL does not count a row
+// an UPDATE leaves unchanged (no event for a single-row update that
+// changes nothing there), PostgreSQL and SQLite do. A bulk statement binds
+// the keys of its rows: keep one under the database's bind-parameter limit
+// (about 65,000 on PostgreSQL and MySQL, 32,766 on SQLite) by batching.
 //
 // Track returns ErrNotRegistered without the Plugin, and an error wrapping
 // ErrInvalidConfig for a model without a primary key, an invalid option, or

@@ -65,21 +65,23 @@ func (p *Plugin) tracking(db *gorm.DB, op ChangeOp) *trackSpec {
 	return spec
 }
 
-// trackBeforeCreate notes, for a create with ON CONFLICT DO NOTHING, which
-// of its rows whose key is set exist already (locking them): those are
-// not inserted.
+// trackBeforeCreate notes, for a create with an ON CONFLICT clause, which
+// of its rows whose key is set exist already (locking them): the database
+// updates those (DO UPDATE) or leaves them (DO NOTHING) instead of
+// inserting them.
 func (p *Plugin) trackBeforeCreate(db *gorm.DB) {
 	spec := p.tracking(db, ChangeCreated)
 	stmt := db.Statement
 	if spec == nil {
 		return
 	}
-	if _, doNothing := onConflict(stmt); !doNothing {
+	upsert, doNothing := onConflict(stmt)
+	if !upsert {
 		return
 	}
 	// Noted now: the MySQL driver rewrites DO NOTHING as an update of the
 	// key to itself when it builds the statement.
-	st := &trackState{stmt: stmt, spec: spec, doNothing: true, existed: map[string]bool{}}
+	st := &trackState{stmt: stmt, spec: spec, doNothing: doNothing, existed: map[string]bool{}}
 	stmt.Settings.Store(trackKey{}, st)
 	conds := identityConds(stmt, stmt.ReflectValue)
 	if len(conds) == 0 {
@@ -96,8 +98,9 @@ func (p *Plugin) trackBeforeCreate(db *gorm.DB) {
 	}
 }
 
-// trackCreated makes the created events of an INSERT, once it has run
-// (primary keys assigned).
+// trackCreated makes the events of an INSERT once it has run (keys
+// assigned): created per inserted row; for an upsert, updated (Upsert set)
+// per row that existed, unless DO NOTHING left it.
 func (p *Plugin) trackCreated(db *gorm.DB) {
 	st := ownTrack(db.Statement)
 	spec := p.tracking(db, ChangeCreated)
@@ -110,17 +113,21 @@ func (p *Plugin) trackCreated(db *gorm.DB) {
 		p.untrackable(db, spec, "a create of values that are not %s structs (a map)", spec.modelType)
 		return
 	}
-	upsert, doNothing := onConflict(stmt)
-	doNothing = doNothing || (st != nil && st.doNothing)
+	if st == nil {
+		st = &trackState{}
+	}
+	upsert, _ := onConflict(stmt)
 	changes := make([]trackedChange, 0, len(rows))
 	for _, r := range rows {
-		if doNothing {
-			// Not inserted: a row that existed, or one GORM gave no key.
-			if id, _ := keyOf(spec, db, r); zeroKey(spec, stmt, r) || (st != nil && st.existed[id]) {
-				continue
-			}
+		id, _ := keyOf(spec, db, r)
+		switch {
+		case st.doNothing && (st.existed[id] || zeroKey(spec, stmt, r)):
+			// Not inserted: it existed, or GORM gave it no key.
+		case st.existed[id]:
+			changes = append(changes, trackedChange{Change: Change{Op: ChangeUpdated, Upsert: true, Columns: upsertColumns(stmt)}, row: r})
+		default:
+			changes = append(changes, trackedChange{Change: Change{Op: ChangeCreated, Upsert: upsert && !st.doNothing}, row: r})
 		}
-		changes = append(changes, trackedChange{Change: Change{Op: ChangeCreated, Upsert: upsert && !doNothing}, row: r})
 	}
 	p.emitTracked(db, spec, changes)
 }

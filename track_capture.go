@@ -47,6 +47,18 @@ func onConflict(stmt *gorm.Statement) (upsert, doNothing bool) {
 	return true, oc.DoNothing
 }
 
+// upsertColumns returns the columns an upsert's DO UPDATE writes (GORM has
+// turned UpdateAll into them by the time the statement has run).
+func upsertColumns(stmt *gorm.Statement) []string {
+	c, _ := stmt.Clauses["ON CONFLICT"]
+	oc, _ := c.Expression.(clause.OnConflict)
+	cols := make([]string, 0, len(oc.DoUpdates))
+	for _, a := range oc.DoUpdates {
+		cols = append(cols, a.Column.Name)
+	}
+	return cols
+}
+
 func zeroKey(spec *trackSpec, stmt *gorm.Statement, row reflect.Value) bool {
 	for _, f := range spec.schema.PrimaryFields {
 		if _, zero := f.ValueOf(stmt.Context, row); zero {

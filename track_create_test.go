@@ -100,11 +100,18 @@ func TestTrackUpsert(t *testing.T) {
 		up := []LedgerEntry{{Book: "b", Entry: 1, Amount: 5}, {Book: "b", Entry: 2, Amount: 6}}
 		must(t, db.Clauses(clause.OnConflict{UpdateAll: true}).Create(&up).Error)
 		evs := tracked(t, db)
-		wantTypes(t, evs, "ledger_entry.created book=b,entry=1", "ledger_entry.created book=b,entry=2")
+		// The row that existed was updated, the other inserted.
+		wantTypes(t, evs, "ledger_entry.updated book=b,entry=1", "ledger_entry.created book=b,entry=2")
 		for _, e := range evs {
 			if !e.Change.Upsert {
 				t.Errorf("%s: Upsert not set", e.AggregateID)
 			}
+		}
+		if c := evs[0].Change.Columns; len(c) != 1 || c[0] != "amount" {
+			t.Errorf("upsert's changed columns %q, want [amount]", c)
+		}
+		if r := rowOf[LedgerEntry](t, evs[0]); r.Amount != 5 {
+			t.Errorf("row %+v", r)
 		}
 		clearOutbox(t, db)
 		// DO NOTHING that inserts nothing: no row affected, no event.

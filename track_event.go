@@ -133,7 +133,7 @@ func (p *Plugin) trackedEvent(db *gorm.DB, spec *trackSpec, c *trackedChange) (E
 	id, key := keyOf(spec, db, c.row)
 	c.Key = key
 	ptr := rowPointer(c.row)
-	if spec.filter != nil && !spec.filter(&c.Change, ptr) {
+	if !spec.ops[c.Op] || (spec.filter != nil && !spec.filter(&c.Change, ptr)) {
 		return Event{}, false, nil
 	}
 	w := changeWire{Op: c.Op, Key: key, Columns: c.Columns, Old: c.Old, New: c.New, Soft: c.Soft, Upsert: c.Upsert}
