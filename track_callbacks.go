@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/callbacks"
@@ -50,6 +49,7 @@ func (p *Plugin) registerTrackCallbacks(db *gorm.DB) error {
 		c.Delete().After("gorm:delete_before_associations").Before("gorm:delete").Register("outbox:track_before_delete", p.trackBeforeDelete),
 		c.Delete().After("gorm:delete").Before("gorm:after_delete").Register("outbox:track_delete", p.trackDeleted),
 		c.Raw().Before("gorm:raw").Register("outbox:track_raw", p.trackRaw),
+		c.Row().Before("gorm:row").Register("outbox:track_raw", p.trackRaw),
 	)
 }
 
@@ -212,7 +212,7 @@ func (p *Plugin) trackDeleted(db *gorm.DB) {
 	if st == nil || db.Error != nil || db.RowsAffected == 0 {
 		return
 	}
-	soft := strings.HasPrefix(strings.TrimSpace(db.Statement.SQL.String()), "UPDATE")
+	_, soft := db.Statement.Clauses["SET"] // added by GORM's soft delete
 	var changes []trackedChange
 	if st.locked.IsValid() {
 		for i := range st.locked.Len() {
@@ -248,7 +248,7 @@ func (p *Plugin) untrackable(db *gorm.DB, spec *trackSpec, format string, args .
 		p.failTracked(db, fmt.Errorf("%w: %s: %s", ErrUntrackable, spec.name, msg))
 		return
 	}
-	spec.logger.WarnContext(db.Statement.Context, "outbox: Track cannot tell the affected rows apart; events are written for the rows whose key is known",
+	spec.logger.WarnContext(db.Statement.Context, "outbox: Track cannot capture this write; no event is written for it",
 		"model", spec.name, "detail", msg)
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"gorm.io/gorm"
@@ -94,12 +95,33 @@ func keyOf(spec *trackSpec, db *gorm.DB, row reflect.Value) (string, map[string]
 			v = rv.Elem().Interface()
 		}
 		key[f.DBName] = v
-		parts[i] = fmt.Sprint(v)
+		parts[i] = formatKey(v)
 		if len(fields) > 1 {
 			parts[i] = f.DBName + "=" + url.QueryEscape(parts[i])
 		}
 	}
 	return strings.Join(parts, ","), key
+}
+
+// formatKey formats a key value, without fmt for the common types.
+func formatKey(v any) string {
+	switch k := v.(type) {
+	case string:
+		return k
+	case int:
+		return strconv.Itoa(k)
+	case int64:
+		return strconv.FormatInt(k, 10)
+	case int32:
+		return strconv.FormatInt(int64(k), 10)
+	case uint:
+		return strconv.FormatUint(uint64(k), 10)
+	case uint64:
+		return strconv.FormatUint(k, 10)
+	case uint32:
+		return strconv.FormatUint(uint64(k), 10)
+	}
+	return fmt.Sprint(v)
 }
 
 // emitTracked turns changes into events (filter, mapper and options
