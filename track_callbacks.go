@@ -123,6 +123,13 @@ func (p *Plugin) trackCreated(db *gorm.DB) {
 		switch {
 		case st.doNothing && (st.existed[id] || zeroKey(spec, stmt, r)):
 			// Not inserted: it existed, or GORM gave it no key.
+		case zeroKey(spec, stmt, r):
+			// A key the database made that the driver does not return
+			// (a default other than AUTO_INCREMENT on MySQL).
+			p.untrackable(db, spec, "a row inserted without its key in the model (a database default the driver does not return)")
+			if spec.strict {
+				return
+			}
 		case st.existed[id]:
 			changes = append(changes, trackedChange{Change: Change{Op: ChangeUpdated, Upsert: true, Columns: upsertColumns(stmt)}, row: r})
 		default:
