@@ -123,9 +123,10 @@ type trackSpec struct {
 // TrackStrict). An upsert of rows whose key the database assigns, that
 // conflicts on another unique column, is reported as created.
 //
-// What counts as affected is the database's: MySQL does not count a row
-// an UPDATE leaves unchanged (no event for a single-row update that
-// changes nothing there), PostgreSQL and SQLite do. A bulk statement binds
+// A row an UPDATE matched counts as affected even when its values did not
+// change, as PostgreSQL and SQLite count it; MySQL does not count it, so a
+// single-row update by key that changes nothing writes no event there
+// (bulk statements, whose rows are read first, count it everywhere). A bulk statement binds
 // the keys of its rows: keep one under the database's bind-parameter limit
 // (about 65,000 on PostgreSQL and MySQL, 32,766 on SQLite) by batching.
 //

@@ -174,7 +174,10 @@ func (p *Plugin) trackUpdated(db *gorm.DB) {
 	if st.ownSet {
 		delete(db.Statement.Clauses, "SET")
 	}
-	if db.Error != nil || db.RowsAffected == 0 {
+	// Rows read first all matched (they were locked): MySQL's count leaves
+	// out those the UPDATE did not change, which PostgreSQL and SQLite
+	// count, so the rows read decide, alike on every database.
+	if db.Error != nil || (db.RowsAffected == 0 && (!st.locked.IsValid() || st.locked.Len() == 0)) {
 		return
 	}
 	var changes []trackedChange

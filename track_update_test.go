@@ -170,3 +170,14 @@ func TestTrackUpdateWithAssociations(t *testing.T) {
 		}
 	})
 }
+
+// A bulk update that changes no value of the rows it matches writes their
+// events on every database (MySQL reports 0 affected rows).
+func TestTrackBulkUpdateUnchanged(t *testing.T) {
+	eachTracked(t, func(t *testing.T, db *gorm.DB) {
+		a := &Purchase{Customer: "a", Status: "same"}
+		createPurchases(t, db, a)
+		must(t, db.Model(&Purchase{}).Where("customer = ?", "a").UpdateColumn("status", "same").Error)
+		wantTypes(t, tracked(t, db), fmt.Sprint("purchase.updated ", a.ID))
+	})
+}
