@@ -80,6 +80,7 @@ type trackSpec struct {
 	oldValues bool
 	logger    *slog.Logger
 	payload   func(row any) any
+	key       func(row any) string
 	partition func(row any) string
 	tenant    func(row any) string
 	filter    func(c *Change, row any) bool

@@ -158,6 +158,9 @@ func (p *Plugin) trackedEvent(db *gorm.DB, spec *trackSpec, c *trackedChange) (E
 	if !spec.ops[c.Op] || (spec.filter != nil && !spec.filter(&c.Change, ptr)) {
 		return Event{}, false, nil
 	}
+	if spec.key != nil {
+		id = spec.key(ptr)
+	}
 	w := changeWire{Op: c.Op, Key: key, Columns: c.Columns, Old: c.Old, New: c.New, Soft: c.Soft, Upsert: c.Upsert}
 	switch {
 	case spec.payload != nil:

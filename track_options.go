@@ -108,6 +108,16 @@ func TrackPayload[T any](fn func(row *T) any) TrackOption {
 	})
 }
 
+// TrackKey sets the AggregateID of each event from its row, instead of
+// the primary key (the default PartitionKey is then "<name>:<key>"). For a
+// delete whose row was not loaded, fn receives a model with only its
+// primary key set.
+func TrackKey[T any](fn func(row *T) string) TrackOption {
+	return typed[T]("TrackKey", fn != nil, func(s *trackSpec) {
+		s.key = func(row any) string { return fn(row.(*T)) }
+	})
+}
+
 // TrackPartitionKey sets the PartitionKey of each event from its row
 // (default "<name>:<id>"), e.g. to order a customer's orders together.
 func TrackPartitionKey[T any](fn func(row *T) string) TrackOption {

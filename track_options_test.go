@@ -108,3 +108,18 @@ func TestTrackStrict(t *testing.T) {
 		}
 	}, outbox.TrackStrict())
 }
+
+func TestTrackKey(t *testing.T) {
+	eachTracked(t, func(t *testing.T, db *gorm.DB) {
+		p := &Purchase{Customer: "ann"}
+		must(t, db.Create(p).Error)
+		must(t, db.Delete(&Purchase{}, p.ID).Error)
+		must(t, db.Delete(&Purchase{ID: p.ID}).Error) // already deleted: no event
+		id := fmt.Sprint("P-", p.ID)
+		evs := tracked(t, db)
+		wantTypes(t, evs, "purchase.created "+id, "purchase.deleted "+id)
+		if evs[1].PartitionKey != "purchase:"+id {
+			t.Errorf("partition key %q", evs[1].PartitionKey)
+		}
+	}, outbox.TrackKey(func(p *Purchase) string { return fmt.Sprint("P-", p.ID) }))
+}
