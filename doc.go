@@ -99,4 +99,21 @@
 // Streams or in-process handlers. Handlers return Permanent(err) for
 // failures that retrying cannot fix and Unavailable(err) when their
 // transport is down.
+//
+// # What this means for a consumer
+//
+//   - At least once: a handler can see an event again (a relay that
+//     crashed or paused past its lease, a broker that lost an ack). Make
+//     its effect idempotent: package idempotency's DoTx makes a database
+//     effect happen exactly once, Do and SideEffect guard other effects.
+//   - Never a rolled-back write: a delivered event's transaction committed.
+//   - Envelope.ID is stable across redeliveries and is the key to dedupe
+//     on; Envelope.Attempt counts the relay's attempts, not a broker's
+//     retries.
+//   - Events of one PartitionKey leave the relay one at a time in commit
+//     order. A broker's concurrent workers may reorder them unless the
+//     adapter's key-order mode is on (outboxasynq.KeyOrder,
+//     outboxredis.WithKeyOrder); in-process handlers keep the order.
+//   - A dead event stops blocking its key and waits for an operator
+//     (relay.Replay, outbox dead replay); nothing unpublished is deleted.
 package outbox

@@ -26,4 +26,22 @@
 // ErrInProgress and should retry later (asynq and the relay retry failed
 // deliveries). A failed fn releases the key. Records expire after their TTL
 // (WithTTL, default 7 days); Purge deletes them.
+//
+// # What is guaranteed
+//
+//   - DoTx: fn's writes and the key's record commit in one transaction, so
+//     the effect happens exactly once per key, whatever crashes or
+//     redeliveries occur, as long as fn writes only through its tx.
+//   - Do: fn is not run again once it succeeded for the key. A process that
+//     dies while fn runs leaves the key held until its lease expires; the
+//     next delivery then runs fn again: at least once, at most once per
+//     success. Use it for effects that are themselves idempotent or cheap
+//     to repeat.
+//   - SideEffect: the result of the first successful call is stored and
+//     returned to every later call of the key, so a retried handler does
+//     not repeat the external call once it succeeded.
+//   - Two concurrent calls of one key never both run fn: the second gets
+//     ErrInProgress (the relay snoozes such a delivery instead of spending
+//     an attempt).
+//   - These hold on PostgreSQL, MySQL/MariaDB (with any DSN flag) and SQLite.
 package idempotency

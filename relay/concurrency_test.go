@@ -43,7 +43,7 @@ func TestManyRelaysDeliverEveryEventOnce(t *testing.T) {
 		}))
 		tracker := track(t, mux)
 		start := time.Now()
-		runRelays(t, db, 4, tracker, 5*time.Minute, func() bool { return handled.Load() >= int64(n) },
+		runRelays(t, db, 4, tracker, 8*time.Minute, func() bool { return handled.Load() >= int64(n) },
 			relay.WithBatchSize(200), relay.WithPollInterval(20*time.Millisecond))
 		t.Logf("%d events through 4 relays in %v", n, time.Since(start).Round(time.Millisecond))
 
