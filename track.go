@@ -68,6 +68,28 @@ type Change struct {
 // the field name).
 func (c *Change) Changed(column string) bool { return slices.Contains(c.Columns, column) }
 
+// DecodeChange decodes the payload of an event written by Track, and its
+// row into a T (nil when the event has no row: a delete whose row was not
+// loaded). A consumer of "order.updated":
+//
+//	c, order, err := outbox.DecodeChange[Order](env.Payload)
+//
+// With TrackPayload, T is the type of what the mapper returns.
+func DecodeChange[T any](payload []byte) (*Change, *T, error) {
+	var c Change
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return nil, nil, fmt.Errorf("outbox: decoding a tracked change: %w", err)
+	}
+	if len(c.Row) == 0 || string(c.Row) == "null" {
+		return &c, nil, nil
+	}
+	row := new(T)
+	if err := json.Unmarshal(c.Row, row); err != nil {
+		return &c, nil, fmt.Errorf("outbox: decoding the row of a tracked change: %w", err)
+	}
+	return &c, row, nil
+}
+
 // trackSpec is one tracked model and its options.
 type trackSpec struct {
 	schema    *schema.Schema

@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -58,8 +57,11 @@ func TestTrackOrderThroughRelay(t *testing.T) {
 		outboxtest.Drain(t, db, pub)
 		next := map[string]int{} // per aggregate: the amount its next update must carry
 		for _, e := range pub.got {
-			var c outbox.Change
-			must(t, json.Unmarshal(e.Payload, &c))
+			c, row, err := outbox.DecodeChange[Purchase](e.Payload)
+			must(t, err)
+			if row == nil || fmt.Sprint(row.ID) != e.AggregateID {
+				t.Fatalf("%s %s: row %+v", e.Type, e.AggregateID, row)
+			}
 			n, seen := next[e.AggregateID]
 			switch {
 			case e.Type == "purchase.created" && !seen:
