@@ -36,6 +36,12 @@
 // Alternatively an aggregate embeds Recorder, records events while its
 // methods run, and the plugin writes them when the aggregate is saved.
 //
+// With no code at all, Track makes every create, update and delete of a
+// model write "<name>.created", "<name>.updated" or "<name>.deleted", one
+// per affected row, in the write's transaction:
+//
+//	err = outbox.Track(db, &Order{})
+//
 // To announce a state change from hooks, note it in BeforeUpdate (or
 // BeforeSave), where tx.Statement.Changed("Status") is meaningful, in
 // tx.Statement.Settings or on the Recorder, and emit it in AfterUpdate,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"gorm.io/gorm"
 
@@ -62,6 +63,8 @@ type Plugin struct {
 	writer        *writer
 	recorderTypes sync.Map // reflect.Type -> bool: does *T embed a Recorder
 	saves         saveHandoffs
+	tracked       sync.Map    // reflect.Type -> *trackSpec (Track)
+	trackedAny    atomic.Bool // some model is tracked
 }
 
 // Name implements gorm.Plugin.
@@ -156,6 +159,7 @@ func (p *Plugin) registerCallbacks(db *gorm.DB) error {
 	// commit); end once the statement has committed or rolled back.
 	create, update, del := db.Callback().Create(), db.Callback().Update(), db.Callback().Delete()
 	return errors.Join(
+		p.registerTrackCallbacks(db),
 		create.After("gorm:begin_transaction").Before("gorm:before_create").Register(cbBegin, p.beginFor(opCreate)),
 		create.After("gorm:after_create").Before("gorm:commit_or_rollback_transaction").Register(cbFlush, p.flushFor(opCreate)),
 		create.After("gorm:commit_or_rollback_transaction").Register(cbClear, p.end),
@@ -172,7 +176,7 @@ func (p *Plugin) registerCallbacks(db *gorm.DB) error {
 // GORM hook that will run (and could call Emit), or a Recorder with
 // events, or it is the insert of a Save that was handed events.
 func (p *Plugin) mayEmit(stmt *gorm.Statement, buf *statementBuffer) bool {
-	if len(buf.events) > 0 {
+	if len(buf.events) > 0 || p.trackOf(stmt) != nil {
 		return true
 	}
 	s := stmt.Schema
