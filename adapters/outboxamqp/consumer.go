@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 	"github.com/gormoutbox/outbox/relay"
 )
 
@@ -133,7 +134,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		failures++
 		wait := retryStep(failures)
 		level := slog.LevelError
-		if isOutage(err) {
+		if adapterkit.Outage(ctx, err, amqpDown) {
 			level = slog.LevelWarn
 		}
 		c.log.Log(ctx, level, "outboxamqp consumer: consuming stopped; starting again", "error", err, "retry_in", wait)
@@ -214,9 +215,10 @@ func (c *Consumer) ended(ch *amqp.Channel, closes chan *amqp.Error) error {
 	return fmt.Errorf("%w: the channel closed", ErrConnectionClosed)
 }
 
-// isOutage reports whether err is the connection's or channel's end
-// rather than a refusal of the broker (such as a missing queue).
-func isOutage(err error) bool {
+// amqpDown reports whether err is the connection's or channel's end
+// rather than a refusal of the broker (such as a missing queue): the
+// RabbitMQ part of the rule of relay.Publisher (adapterkit.Outage).
+func amqpDown(err error) bool {
 	var ae *amqp.Error
 	if errors.As(err, &ae) {
 		return !ae.Server || !ae.Recover

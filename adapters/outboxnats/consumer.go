@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // tracerName names the instrumentation scope of the consumer's spans.
@@ -144,7 +146,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			failures++
 			wait := retryStep(failures)
 			level := slog.LevelError
-			if isOutage(err) || consumerGone(err) {
+			if adapterkit.Outage(ctx, err, natsDown) || consumerGone(err) {
 				level = slog.LevelWarn
 			}
 			c.log.Log(ctx, level, "outboxnats consumer: JetStream request failed; retrying", "error", err, "retry_in", wait)

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/gormoutbox/outbox/internal/adapterkit/redisdown"
 	"github.com/gormoutbox/outbox/relay"
 )
 
@@ -145,7 +146,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			failures++
 			wait := retryStep(failures)
 			level := slog.LevelError
-			if isOutage(err) {
+			if redisdown.Outage(ctx, err) {
 				level = slog.LevelWarn
 			}
 			c.log.Log(ctx, level, "outboxredis consumer: redis command failed; retrying", "error", err, "retry_in", wait)

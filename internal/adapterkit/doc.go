@@ -1,0 +1,19 @@
+// Package adapterkit holds what the broker adapters (package inproc and
+// the modules under adapters/) share, so that each rule is written once:
+//
+//   - Outage and Classify: the "is the broker down" rule documented on
+//     relay.Publisher (a transport failure, a broker that cannot take the
+//     message now, or a call whose context ended before the broker
+//     answered), with the broker's own checks plugged in;
+//   - CheckHandlerName: the rule for the names of idempotent handlers;
+//   - OptionErrors: how options record configuration errors, joined at
+//     construction;
+//   - Call: panic recovery around a handler;
+//   - RetryStep, NextPause and Sleep: the consumers' backoff;
+//   - the span attribute names (semantic conventions) and Process, the
+//     consumer span around a handler;
+//   - DecodePayload and the envelope in a handler's context, for the typed
+//     handlers.
+//
+// It is internal: nothing here is part of the public API.
+package adapterkit
