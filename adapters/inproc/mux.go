@@ -11,12 +11,12 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/idempotency"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // HandlerFunc handles one event. Its error follows the relay's rules:
@@ -41,9 +41,6 @@ var ErrHandlerPanic = errors.New("inproc: handler panicked")
 // DefaultInProgressDelay is how long an event waits before it is delivered
 // again when another delivery holds one of its handlers' keys.
 const DefaultInProgressDelay = 5 * time.Second
-
-// maxNameLen keeps "<event id>:<handler name>" within idempotency.MaxKeyLen.
-const maxNameLen = idempotency.MaxHandlerNameLen
 
 type handler struct {
 	name string
@@ -119,10 +116,9 @@ func (m *Mux) add(eventType string, h handler) error {
 	switch {
 	case eventType == "":
 		return fmt.Errorf("%w: empty event type", ErrInvalidHandler)
-	case h.name == "":
-		return fmt.Errorf("%w: %s: empty handler name", ErrInvalidHandler, eventType)
-	case utf8.RuneCountInString(h.name) > maxNameLen:
-		return fmt.Errorf("%w: %s/%s: handler name longer than %d characters", ErrInvalidHandler, eventType, h.name, maxNameLen)
+	}
+	if err := adapterkit.CheckHandlerName(h.name); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidHandler, eventType, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
