@@ -47,6 +47,7 @@ type Consumer struct {
 // broker (Run does).
 func NewConsumer(conn *amqp.Connection, queue string, h Handler, opts ...ConsumerOption) (*Consumer, error) {
 	cfg := consumerConfig{
+		common:         newCommon(),
 		prefetch:       DefaultPrefetch,
 		concurrency:    DefaultConcurrency,
 		retryDelay:     DefaultRetryDelay,
@@ -55,24 +56,24 @@ func NewConsumer(conn *amqp.Connection, queue string, h Handler, opts ...Consume
 	}
 	for _, o := range opts {
 		if o == nil {
-			cfg.fail("nil option")
+			cfg.Fail("nil option")
 			continue
 		}
 		o.applyConsumer(&cfg)
 	}
 	switch {
 	case conn == nil && cfg.dial == nil:
-		cfg.fail("connection is nil and no DialFunc (WithDial) is given")
+		cfg.Fail("connection is nil and no DialFunc (WithDial) is given")
 	case queue == "":
-		cfg.fail("empty queue name")
+		cfg.Fail("empty queue name")
 	case len(queue) > maxShortStr:
-		cfg.fail("queue name is longer than %d bytes", maxShortStr)
+		cfg.Fail("queue name is longer than %d bytes", maxShortStr)
 	case h == nil:
-		cfg.fail("nil handler")
+		cfg.Fail("nil handler")
 	}
 	if v, ok := h.(relay.Validator); ok {
 		if err := v.Validate(); err != nil {
-			cfg.optErrs = append(cfg.optErrs, err)
+			cfg.Add(err)
 		}
 	}
 	if cfg.logger == nil {
@@ -90,7 +91,7 @@ func NewConsumer(conn *amqp.Connection, queue string, h Handler, opts ...Consume
 		log:     log,
 		tracer:  cfg.tracerProvider.Tracer(tracerName),
 		prop:    propagation.TraceContext{},
-		invalid: errors.Join(cfg.optErrs...),
+		invalid: cfg.Err(),
 	}
 	c.failures.m = map[string]int{}
 	return c, c.invalid

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/optionerr"
 )
 
 // ScopeName is the OpenTelemetry instrumentation scope of the package's
@@ -32,6 +33,7 @@ type HandlerFunc func(ctx context.Context, e *outbox.Envelope) error
 type handlerConfig struct {
 	tp     trace.TracerProvider
 	logger *slog.Logger
+	optionerr.Errors
 }
 
 type handlerOption func(*handlerConfig)
@@ -40,11 +42,11 @@ func (f handlerOption) applyHandler(c *handlerConfig) { f(c) }
 
 // WithTracerProvider sets the OpenTelemetry TracerProvider of the consumer
 // spans Handler starts (default otel.GetTracerProvider(), the global
-// one). It panics on nil.
+// one). A nil one makes Handler panic.
 func WithTracerProvider(tp trace.TracerProvider) HandlerOption {
 	return handlerOption(func(c *handlerConfig) {
 		if tp == nil {
-			panic("outboxasynq: WithTracerProvider(nil)")
+			c.Fail("tracer provider is nil")
 		}
 		c.tp = tp
 	})
@@ -79,18 +81,23 @@ func WithTracerProvider(tp trace.TracerProvider) HandlerOption {
 //     so that asynq archives the task instead of retrying it; other errors
 //     are returned as they are.
 //
-// Handler panics if fn is nil or an option is invalid, like
+// Handler panics if fn is nil, or with the joined errors (each wrapping
+// ErrInvalidOption) of invalid options, like
 // asynq.ServeMux.Handle with a nil handler.
 func Handler(fn HandlerFunc, opts ...HandlerOption) asynq.Handler {
 	if fn == nil {
 		panic("outboxasynq: Handler(nil)")
 	}
-	cfg := handlerConfig{logger: slog.Default()}
+	cfg := handlerConfig{logger: slog.Default(), Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
 	for _, o := range opts {
 		if o == nil {
-			panic("outboxasynq: Handler: nil option")
+			cfg.Fail("Handler: nil option")
+			continue
 		}
 		o.applyHandler(&cfg)
+	}
+	if err := cfg.Err(); err != nil {
+		panic(err)
 	}
 	if cfg.tp == nil {
 		cfg.tp = otel.GetTracerProvider()

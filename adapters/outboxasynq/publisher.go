@@ -53,16 +53,16 @@ type Publisher struct {
 func NewPublisher(client *asynq.Client, opts ...Option) *Publisher {
 	cfg := defaultPublisherConfig()
 	if client == nil {
-		cfg.fail("asynq client is nil")
+		cfg.Fail("asynq client is nil")
 	}
 	for _, o := range opts {
 		if o == nil {
-			cfg.fail("nil option")
+			cfg.Fail("nil option")
 			continue
 		}
 		o.applyPublisher(&cfg)
 	}
-	p := &Publisher{client: client, cfg: cfg, invalid: errors.Join(cfg.errs...)}
+	p := &Publisher{client: client, cfg: cfg, invalid: cfg.Err()}
 	if cfg.chainRedis != nil {
 		p.chain = &chain{rdb: cfg.chainRedis, insp: asynq.NewInspectorFromRedisClient(cfg.chainRedis)}
 	}

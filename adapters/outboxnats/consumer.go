@@ -58,39 +58,39 @@ type Consumer struct {
 // a nil store).
 func NewConsumer(js jetstream.JetStream, stream, durable string, h Handler, opts ...ConsumerOption) (*Consumer, error) {
 	cfg := consumerConfig{
+		common:        newCommon(),
 		batch:         DefaultBatch,
 		fetchWait:     DefaultFetchWait,
 		ackWait:       DefaultAckWait,
 		maxDeliveries: DefaultMaxDeliveries,
 		retryDelay:    DefaultRetryDelay,
 		maxRetryDelay: DefaultMaxRetryDelay,
-		logger:        slog.Default(),
 	}
 	for _, o := range opts {
 		if o == nil {
-			cfg.fail("nil option")
+			cfg.Fail("nil option")
 			continue
 		}
-		o(&cfg)
+		o.applyConsumer(&cfg)
 	}
 	switch {
 	case js == nil:
-		cfg.fail("nil JetStream")
+		cfg.Fail("nil JetStream")
 	case h == nil:
-		cfg.fail("nil handler")
+		cfg.Fail("nil handler")
 	}
 	if err := checkName("stream", stream); err != nil {
-		cfg.fail("%v", err)
+		cfg.Fail("%v", err)
 	}
 	if err := checkName("durable", durable); err != nil {
-		cfg.fail("%v", err)
+		cfg.Fail("%v", err)
 	}
 	if v, ok := h.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {
-			cfg.errs = append(cfg.errs, err)
+			cfg.Add(err)
 		}
 	}
-	if err := errors.Join(cfg.errs...); err != nil {
+	if err := cfg.Err(); err != nil {
 		return nil, err
 	}
 	if cfg.handlerTimeout == 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -52,22 +51,22 @@ var (
 // connects again.
 func NewPublisher(js jetstream.JetStream, opts ...Option) (*Publisher, error) {
 	cfg := pubConfig{
+		common:         newCommon(),
 		source:         outbox.DefaultSource,
 		defaultSubject: DefaultSubject,
 		ackTimeout:     DefaultAckTimeout,
-		logger:         slog.Default(),
 	}
 	if js == nil {
-		cfg.fail("nil JetStream")
+		cfg.Fail("nil JetStream")
 	}
 	for _, o := range opts {
 		if o == nil {
-			cfg.fail("nil option")
+			cfg.Fail("nil option")
 			continue
 		}
-		o(&cfg)
+		o.applyPublisher(&cfg)
 	}
-	if err := errors.Join(cfg.errs...); err != nil {
+	if err := cfg.Err(); err != nil {
 		return nil, err
 	}
 	return &Publisher{js: js, cfg: cfg}, nil

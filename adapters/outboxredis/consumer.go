@@ -54,6 +54,7 @@ type Consumer struct {
 // Run calls.
 func NewConsumer(rdb redis.UniversalClient, stream, group, consumer string, h Handler, opts ...ConsumerOption) *Consumer {
 	cfg := consumerConfig{
+		common:        newCommon(),
 		startID:       DefaultStartID,
 		block:         DefaultBlock,
 		count:         DefaultCount,
@@ -62,23 +63,27 @@ func NewConsumer(rdb redis.UniversalClient, stream, group, consumer string, h Ha
 		maxDeliveries: DefaultMaxDeliveries,
 	}
 	for _, o := range opts {
-		o(&cfg)
+		if o == nil {
+			cfg.Fail("nil option")
+			continue
+		}
+		o.applyConsumer(&cfg)
 	}
 	switch {
 	case rdb == nil:
-		cfg.fail("nil redis client")
+		cfg.Fail("nil redis client")
 	case stream == "":
-		cfg.fail("empty stream")
+		cfg.Fail("empty stream")
 	case group == "":
-		cfg.fail("empty group")
+		cfg.Fail("empty group")
 	case consumer == "":
-		cfg.fail("empty consumer name")
+		cfg.Fail("empty consumer name")
 	case h == nil:
-		cfg.fail("nil handler")
+		cfg.Fail("nil handler")
 	}
 	if v, ok := h.(relay.Validator); ok {
 		if err := v.Validate(); err != nil {
-			cfg.errs = append(cfg.errs, err)
+			cfg.Add(err)
 		}
 	}
 	if cfg.handlerTimeout == 0 {
@@ -112,7 +117,7 @@ func NewConsumer(rdb redis.UniversalClient, stream, group, consumer string, h Ha
 
 // Validate reports the configuration errors (joined), each wrapping
 // ErrInvalidOption, or nil.
-func (c *Consumer) Validate() error { return errors.Join(c.cfg.errs...) }
+func (c *Consumer) Validate() error { return c.cfg.Err() }
 
 // Run consumes until ctx ends, then finishes the message in hand and
 // returns nil. It creates the consumer group if it is missing (XGROUP

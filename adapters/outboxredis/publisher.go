@@ -33,12 +33,16 @@ var (
 // default stream, after the prefix of WithStreamPrefix. A bad option is
 // reported by Validate, which relay.New calls.
 func NewStreamPublisher(rdb redis.UniversalClient, opts ...Option) *StreamPublisher {
-	cfg := pubConfig{source: outbox.DefaultSource, defaultStream: DefaultStream}
+	cfg := pubConfig{source: outbox.DefaultSource, defaultStream: DefaultStream, common: newCommon()}
 	for _, o := range opts {
-		o(&cfg)
+		if o == nil {
+			cfg.Fail("nil option")
+			continue
+		}
+		o.applyPublisher(&cfg)
 	}
 	if rdb == nil {
-		cfg.fail("nil redis client")
+		cfg.Fail("nil redis client")
 	}
 	log := cfg.logger
 	if log == nil {
@@ -49,7 +53,7 @@ func NewStreamPublisher(rdb redis.UniversalClient, opts ...Option) *StreamPublis
 
 // Validate reports the first configuration errors (joined), each wrapping
 // ErrInvalidOption, or nil.
-func (p *StreamPublisher) Validate() error { return errors.Join(p.cfg.errs...) }
+func (p *StreamPublisher) Validate() error { return p.cfg.Err() }
 
 // Stream returns the stream that e is appended to.
 func (p *StreamPublisher) Stream(e *outbox.Envelope) string {

@@ -6,8 +6,6 @@
 //     message now, or a call whose context ended before the broker
 //     answered), with the broker's own checks plugged in;
 //   - CheckHandlerName: the rule for the names of idempotent handlers;
-//   - OptionErrors: how options record configuration errors, joined at
-//     construction;
 //   - Call: panic recovery around a handler;
 //   - RetryStep, NextPause and Sleep: the consumers' backoff;
 //   - the span attribute names (semantic conventions) and Process, the
@@ -15,5 +13,7 @@
 //   - DecodePayload and the envelope in a handler's context, for the typed
 //     handlers.
 //
-// It is internal: nothing here is part of the public API.
+// Options record their errors with package internal/optionerr, which the
+// relay and the idempotency store share. It is internal: nothing here is
+// part of the public API.
 package adapterkit
