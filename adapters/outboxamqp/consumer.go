@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gormoutbox/outbox/internal/adapterkit"
@@ -33,7 +31,6 @@ type Consumer struct {
 	cfg     consumerConfig
 	log     *slog.Logger
 	tracer  trace.Tracer
-	prop    propagation.TextMapPropagator
 	invalid error
 
 	running  atomic.Bool
@@ -90,7 +87,6 @@ func NewConsumer(conn *amqp.Connection, queue string, h Handler, opts ...Consume
 		cfg:     cfg,
 		log:     log,
 		tracer:  cfg.tracerProvider.Tracer(tracerName),
-		prop:    propagation.TraceContext{},
 		invalid: cfg.Err(),
 	}
 	c.failures.m = map[string]int{}
@@ -133,13 +129,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 			failures = 0 // it ran for a while: start the backoff afresh
 		}
 		failures++
-		wait := retryStep(failures)
+		wait := adapterkit.RetryStep(failures)
 		level := slog.LevelError
 		if adapterkit.Outage(ctx, err, amqpDown) {
 			level = slog.LevelWarn
 		}
 		c.log.Log(ctx, level, "outboxamqp consumer: consuming stopped; starting again", "error", err, "retry_in", wait)
-		sleep(ctx, wait)
+		adapterkit.Sleep(ctx, wait)
 	}
 	c.log.Info("outboxamqp consumer stopped")
 	return nil
@@ -225,24 +221,4 @@ func amqpDown(err error) bool {
 		return !ae.Server || !ae.Recover
 	}
 	return errors.Is(err, ErrConnectionClosed)
-}
-
-// retryStep is the wait after n consecutive failures to consume: 100ms
-// doubling to 5s, with jitter.
-func retryStep(n int) time.Duration {
-	d := 5 * time.Second
-	if n < 7 {
-		d = 100 * time.Millisecond << max(n-1, 0)
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// sleep waits for d or the end of ctx.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -8,13 +8,13 @@ import (
 
 	"github.com/hibiken/asynq"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 	"github.com/gormoutbox/outbox/internal/optionerr"
+	"github.com/gormoutbox/outbox/internal/semconv"
 )
 
 // ScopeName is the OpenTelemetry instrumentation scope of the package's
@@ -111,10 +111,6 @@ type handler struct {
 	log    *slog.Logger
 }
 
-// traceContext is the W3C propagator: the envelope carries traceparent and
-// tracestate only.
-var traceContext = propagation.TraceContext{}
-
 // ProcessTask implements asynq.Handler.
 func (h *handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	e, err := envelopeOf(ctx, t)
@@ -123,29 +119,14 @@ func (h *handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 			"task_type", t.Type(), "task_id", taskID(ctx), "error", err)
 		return err
 	}
-	ctx = traceContext.Extract(ctx, carrier(e, t))
 	queue, _ := asynq.GetQueueName(ctx)
 	retried, _ := asynq.GetRetryCount(ctx)
-	ctx, span := h.tracer.Start(ctx, "outbox consume "+e.Type,
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "asynq"),
-			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.destination.name", queue),
-			attribute.String("messaging.message.id", e.ID),
-			attribute.String("outbox.event.type", e.Type),
-			attribute.String("outbox.event.id", e.ID),
-			attribute.Int("outbox.event.attempt", e.Attempt),
-			attribute.Int("asynq.task.retry_count", retried),
-		))
-	defer span.End()
-
-	err = h.fn(withEnvelope(ctx, t, e), e)
-	if err == nil {
-		return nil
-	}
-	span.RecordError(err)
-	span.SetStatus(codes.Error, err.Error())
+	attrs := semconv.ProcessAttributes("asynq", queue, e,
+		semconv.MessageID.String(e.ID),
+		semconv.AsynqTaskRetryCount.Int(retried))
+	err = adapterkit.Process(ctx, h.tracer, "outbox consume "+e.Type, carrier(e, t), attrs, func(ctx context.Context) error {
+		return h.fn(withEnvelope(ctx, t, e), e)
+	})
 	if outbox.IsPermanent(err) && !errors.Is(err, asynq.SkipRetry) {
 		return fmt.Errorf("%w: %w", asynq.SkipRetry, err)
 	}

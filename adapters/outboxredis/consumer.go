@@ -5,16 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 	"github.com/gormoutbox/outbox/internal/adapterkit/redisdown"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -36,7 +35,6 @@ type Consumer struct {
 	cfg    consumerConfig
 	log    *slog.Logger
 	tracer trace.Tracer
-	prop   propagation.TextMapPropagator
 
 	excusedKey string // see ExcusedKey
 
@@ -107,7 +105,6 @@ func NewConsumer(rdb redis.UniversalClient, stream, group, consumer string, h Ha
 		cfg:        cfg,
 		log:        cfg.logger.With(slog.String("stream", stream), slog.String("group", group), slog.String("consumer", consumer)),
 		tracer:     cfg.tracerProvider.Tracer(tracerName),
-		prop:       propagation.TraceContext{},
 		cursor:     "0-0",
 		waiting:    map[string]bool{},
 		acked:      map[string]bool{},
@@ -149,18 +146,18 @@ func (c *Consumer) Run(ctx context.Context) error {
 				st.groupReady = false
 			}
 			failures++
-			wait := retryStep(failures)
+			wait := adapterkit.RetryStep(failures)
 			level := slog.LevelError
 			if redisdown.Outage(ctx, err) {
 				level = slog.LevelWarn
 			}
 			c.log.Log(ctx, level, "outboxredis consumer: redis command failed; retrying", "error", err, "retry_in", wait)
-			sleep(ctx, wait)
+			adapterkit.Sleep(ctx, wait)
 		case unavailable:
 			failures = 0
-			pause = min(max(2*pause, time.Second), 30*time.Second)
+			pause = adapterkit.NextPause(pause, time.Second, 30*time.Second)
 			c.log.Warn("outboxredis consumer: handler reported its transport unavailable; pausing", "retry_in", pause)
-			sleep(ctx, pause)
+			adapterkit.Sleep(ctx, pause)
 		default:
 			failures, pause = 0, 0
 		}
@@ -251,24 +248,4 @@ func (c *Consumer) read(ctx context.Context, block time.Duration) ([]redis.XMess
 		msgs = append(msgs, s.Messages...)
 	}
 	return msgs, nil
-}
-
-// retryStep is the wait after n consecutive Redis failures: 100ms doubling
-// to 5s, with jitter.
-func retryStep(n int) time.Duration {
-	d := 5 * time.Second
-	if n < 7 {
-		d = 100 * time.Millisecond << max(n-1, 0)
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// sleep waits for d or the end of ctx.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

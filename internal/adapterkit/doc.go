@@ -8,8 +8,8 @@
 //   - CheckHandlerName: the rule for the names of idempotent handlers;
 //   - Call: panic recovery around a handler;
 //   - RetryStep, NextPause and Sleep: the consumers' backoff;
-//   - the span attribute names (semantic conventions) and Process, the
-//     consumer span around a handler;
+//   - Process, the consumer span around a handler (its attribute names
+//     are those of package internal/semconv);
 //   - DecodePayload and the envelope in a handler's context, for the typed
 //     handlers.
 //
