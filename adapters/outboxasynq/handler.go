@@ -74,8 +74,9 @@ func WithTracerProvider(tp trace.TracerProvider) HandlerOption {
 //     continuing the trace the envelope carries (its traceparent and
 //     tracestate, or else the task's headers): a child of the relay's
 //     "outbox publish" span when the relay traces, else of the span that
-//     emitted the event. Its attributes are the event's type, id and
-//     attempt and the task's queue and retry count; a failure is recorded
+//     emitted the event. Its attributes are those of every adapter
+//     (the messaging system and queue, the event's CloudEvents id, type
+//     and source, outbox.event.attempt) and the task's retry count; a failure is recorded
 //     on the span, and ctx carries the span to fn;
 //   - an error of fn marked outbox.Permanent also wraps asynq.SkipRetry,
 //     so that asynq archives the task instead of retrying it; other errors
