@@ -3,6 +3,7 @@ package outbox
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"gorm.io/gorm"
@@ -79,9 +80,47 @@ type OutboxEvent struct {
 	CreatedAt    time.Time  `gorm:"column:created_at;not null;autoCreateTime:false"`
 }
 
-// TableName returns DefaultTableName. With a custom Plugin.TableName, query
-// with db.Table(name) instead.
+// TableName returns DefaultTableName: GORM asks it once per type, and
+// cannot ask the db. With a custom Plugin.TableName, name the table of each
+// statement: db.Table(plugin.Table()). A statement on OutboxEvent that does
+// not, on a db whose Plugin has another table, fails with an error
+// wrapping ErrInvalidConfig instead of reading or writing DefaultTableName.
 func (OutboxEvent) TableName() string { return DefaultTableName }
+
+// cbTableCheck names the callbacks of checkTable.
+const cbTableCheck = "outbox:table_check"
+
+// registerTableCheck makes statements on OutboxEvent that name no table
+// fail on a db whose Plugin has a table other than DefaultTableName
+// (OutboxEvent.TableName cannot follow it). With the default table it
+// registers nothing.
+func (p *Plugin) registerTableCheck(db *gorm.DB) error {
+	if p.Table() == DefaultTableName {
+		return nil
+	}
+	cb := db.Callback()
+	return errors.Join(
+		cb.Query().Before("gorm:query").Register(cbTableCheck, p.checkTable),
+		cb.Row().Before("gorm:row").Register(cbTableCheck, p.checkTable),
+		cb.Create().Before("gorm:begin_transaction").Register(cbTableCheck, p.checkTable),
+		cb.Update().Before("gorm:begin_transaction").Register(cbTableCheck, p.checkTable),
+		cb.Delete().Before("gorm:begin_transaction").Register(cbTableCheck, p.checkTable),
+	)
+}
+
+var outboxEventType = reflect.TypeFor[OutboxEvent]()
+
+// checkTable fails a statement whose model is OutboxEvent and whose table
+// comes from OutboxEvent.TableName (no db.Table, no raw SQL).
+func (p *Plugin) checkTable(db *gorm.DB) {
+	st := db.Statement
+	if db.Error != nil || st.Schema == nil || st.Schema.ModelType != outboxEventType ||
+		st.TableExpr != nil || st.SQL.Len() > 0 || st.Table != DefaultTableName {
+		return
+	}
+	_ = db.AddError(fmt.Errorf("%w: OutboxEvent names the table %s, but the outbox table of this db is %s (Plugin.TableName): use db.Table(%q)",
+		ErrInvalidConfig, DefaultTableName, p.Table(), p.Table()))
+}
 
 // AfterFind is a GORM hook: it makes the times of a row read with Find,
 // First or Take the instants the library stored, whatever the database

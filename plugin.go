@@ -93,7 +93,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		p.maxPayload = p.MaxPayloadSize
 	}
 
-	if err := p.registerCallbacks(db); err != nil {
+	if err := errors.Join(p.registerCallbacks(db), p.registerTableCheck(db)); err != nil {
 		return fmt.Errorf("outbox: registering callbacks: %w", err)
 	}
 	if p.AutoMigrate {

@@ -52,47 +52,6 @@ type Store struct {
 	lease time.Duration
 }
 
-// Option configures a Store.
-type Option func(*Store) error
-
-// WithTable sets the table (default DefaultTableName); it must be a plain
-// SQL identifier.
-func WithTable(name string) Option {
-	return func(s *Store) error {
-		if err := dialect.CheckIdent(name, 63); err != nil {
-			return fmt.Errorf("%w: table: %v", ErrInvalidOption, err)
-		}
-		s.table = name
-		return nil
-	}
-}
-
-// WithTTL sets how long a succeeded key is remembered (default 7 days).
-// Keep it longer than any redelivery could come: a key purged after its
-// TTL runs again. Purge deletes expired records.
-func WithTTL(d time.Duration) Option {
-	return func(s *Store) error {
-		if d < time.Second {
-			return fmt.Errorf("%w: TTL %v is shorter than 1s", ErrInvalidOption, d)
-		}
-		s.ttl = d
-		return nil
-	}
-}
-
-// WithLease sets how long a running Do or SideEffect holds its key before
-// another caller may take it over, assuming the holder died (default 5
-// minutes). Keep it longer than fn takes.
-func WithLease(d time.Duration) Option {
-	return func(s *Store) error {
-		if d < time.Second {
-			return fmt.Errorf("%w: lease %v is shorter than 1s", ErrInvalidOption, d)
-		}
-		s.lease = d
-		return nil
-	}
-}
-
 // NewStore returns a Store on db (PostgreSQL, MySQL/MariaDB or SQLite).
 // It fails with an error wrapping ErrInvalidOption on a bad option, or on
 // a MySQL connection opened without parseTime=true; and with an error
@@ -130,17 +89,16 @@ func configure(db *gorm.DB, opts []Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
+	o, err := applyOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 	s := &Store{
 		db:    db.Session(&gorm.Session{NewDB: true, SkipDefaultTransaction: true}),
 		kind:  kind,
-		table: DefaultTableName,
-		ttl:   DefaultTTL,
-		lease: DefaultLease,
-	}
-	for _, o := range opts {
-		if err := o(s); err != nil {
-			return nil, err
-		}
+		table: o.table,
+		ttl:   o.ttl,
+		lease: o.lease,
 	}
 	return s, nil
 }

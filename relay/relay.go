@@ -26,6 +26,29 @@ import (
 // Publish may run concurrently (see WithConcurrency). It may be called
 // again for an event it already delivered (after a crash, or a lost lease):
 // delivery is at least once, so make deliveries idempotent by event id.
+//
+// # Is the broker down?
+//
+// Every adapter of this module marks an error outbox.Unavailable (the
+// relay releases the event without spending an attempt, and backs off) by
+// one rule, and no other: the broker is down when
+//
+//   - the context ended before the broker answered (the relay's deadline:
+//     the broker was too slow; the event is not at fault), or the error is
+//     the end of a context (context.DeadlineExceeded, context.Canceled,
+//     such as a confirm or acknowledgement that did not come in time);
+//   - the connection failed: a net.Error (dial, read, write, timeout), an
+//     EOF under a command, a closed connection, a refused, reset or
+//     unreachable peer;
+//   - the broker says it cannot take messages now: a closed or
+//     reconnecting client, an exhausted pool, a server loading, failing
+//     over, read-only, out of memory, full of clients or refusing the
+//     client's credentials, a JetStream 503, a negative confirm.
+//
+// Anything the broker says of the message itself (too large, a bad name,
+// no route, a refusal of this message) is not an outage: it spends an
+// attempt, or is outbox.Permanent. Custom publishers should follow the
+// same rule.
 type Publisher interface {
 	Publish(ctx context.Context, e *outbox.Envelope) error
 }

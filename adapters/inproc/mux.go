@@ -6,17 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/idempotency"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
+	"github.com/gormoutbox/outbox/internal/optionerr"
 )
 
 // HandlerFunc handles one event. Its error follows the relay's rules:
@@ -33,6 +33,10 @@ type TxHandlerFunc func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) er
 // already registered for the type.
 var ErrInvalidHandler = errors.New("inproc: invalid handler")
 
+// ErrInvalidOption is wrapped by every configuration error that Validate
+// reports (and so relay.New): a nil store or logger, a negative delay.
+var ErrInvalidOption = errors.New("inproc: invalid option")
+
 // ErrHandlerPanic is wrapped by the error of a handler that panicked: the
 // Mux recovers the panic, logs it with the handler's name and stack, and
 // fails that handler's delivery (retried like any other failure).
@@ -41,9 +45,6 @@ var ErrHandlerPanic = errors.New("inproc: handler panicked")
 // DefaultInProgressDelay is how long an event waits before it is delivered
 // again when another delivery holds one of its handlers' keys.
 const DefaultInProgressDelay = 5 * time.Second
-
-// maxNameLen keeps "<event id>:<handler name>" within idempotency.MaxKeyLen.
-const maxNameLen = idempotency.MaxHandlerNameLen
 
 type handler struct {
 	name string
@@ -59,38 +60,76 @@ type Mux struct {
 	log             *slog.Logger
 	inProgressDelay time.Duration
 
+	invalid error
+
 	mu       sync.RWMutex
 	handlers map[string][]handler
 }
 
-// Option configures a Mux.
-type Option func(*Mux)
+// Option configures a Mux. Bad options are reported by Validate, which
+// relay.New calls.
+type Option func(*config)
+
+type config struct {
+	log             *slog.Logger
+	inProgressDelay time.Duration
+	optionerr.Errors
+}
 
 // WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(m *Mux) { m.log = l } }
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l == nil {
+			c.Fail("logger is nil")
+		}
+		c.log = l
+	}
+}
 
 // WithInProgressDelay sets how long an event waits before it is delivered
 // again when a handler's idempotency key is held by another delivery of
 // the event (idempotency.ErrInProgress: a delivery still running, or one
 // whose relay crashed, until the store's lease frees the key). Default
-// DefaultInProgressDelay; zero or less keeps the default.
+// DefaultInProgressDelay; zero keeps the default, a negative delay is an
+// error.
 func WithInProgressDelay(d time.Duration) Option {
-	return func(m *Mux) {
-		if d > 0 {
-			m.inProgressDelay = d
+	return func(c *config) {
+		switch {
+		case d < 0:
+			c.Fail("in-progress delay %v is negative", d)
+		case d > 0:
+			c.inProgressDelay = d
 		}
 	}
 }
 
 // NewMux returns a Mux that records each handler's success in store,
-// keyed by event id and handler name.
+// keyed by event id and handler name. A nil store and bad options are
+// reported by Validate.
 func NewMux(store *idempotency.Store, opts ...Option) *Mux {
-	m := &Mux{store: store, handlers: map[string][]handler{}, log: slog.Default(), inProgressDelay: DefaultInProgressDelay}
-	for _, o := range opts {
-		o(m)
+	cfg := config{log: slog.Default(), inProgressDelay: DefaultInProgressDelay,
+		Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
+	if store == nil {
+		cfg.Fail("store is nil")
 	}
-	return m
+	for _, o := range opts {
+		if o == nil {
+			cfg.Fail("nil option")
+			continue
+		}
+		o(&cfg)
+	}
+	if cfg.log == nil {
+		cfg.log = slog.Default()
+	}
+	return &Mux{store: store, handlers: map[string][]handler{}, log: cfg.log,
+		inProgressDelay: cfg.inProgressDelay, invalid: cfg.Err()}
 }
+
+// Validate reports the configuration errors of NewMux (joined), each
+// wrapping ErrInvalidOption, or nil. relay.New calls it and refuses an
+// invalid Mux.
+func (m *Mux) Validate() error { return m.invalid }
 
 // Handle registers fn as the handler named name for events of eventType.
 // Every handler of a type runs for each of its events, in registration
@@ -119,10 +158,9 @@ func (m *Mux) add(eventType string, h handler) error {
 	switch {
 	case eventType == "":
 		return fmt.Errorf("%w: empty event type", ErrInvalidHandler)
-	case h.name == "":
-		return fmt.Errorf("%w: %s: empty handler name", ErrInvalidHandler, eventType)
-	case utf8.RuneCountInString(h.name) > maxNameLen:
-		return fmt.Errorf("%w: %s/%s: handler name longer than %d characters", ErrInvalidHandler, eventType, h.name, maxNameLen)
+	}
+	if err := adapterkit.CheckHandlerName(h.name); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidHandler, eventType, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -214,13 +252,6 @@ func (m *Mux) run(ctx context.Context, h handler, e *outbox.Envelope) error {
 }
 
 // call calls fn, turning a panic into an error naming the handler.
-func (m *Mux) call(name string, e *outbox.Envelope, fn func() error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %v", ErrHandlerPanic, p)
-			m.log.Error("handler panicked", "handler", name, "event_id", e.ID, "event_type", e.Type,
-				"panic", p, "stack", string(debug.Stack()))
-		}
-	}()
-	return fn()
+func (m *Mux) call(name string, e *outbox.Envelope, fn func() error) error {
+	return adapterkit.Call(m.log, ErrHandlerPanic, e, fn, "handler", name)
 }

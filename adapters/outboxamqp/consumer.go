@@ -5,16 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 	"github.com/gormoutbox/outbox/relay"
 )
 
@@ -32,7 +31,6 @@ type Consumer struct {
 	cfg     consumerConfig
 	log     *slog.Logger
 	tracer  trace.Tracer
-	prop    propagation.TextMapPropagator
 	invalid error
 
 	running  atomic.Bool
@@ -46,6 +44,7 @@ type Consumer struct {
 // broker (Run does).
 func NewConsumer(conn *amqp.Connection, queue string, h Handler, opts ...ConsumerOption) (*Consumer, error) {
 	cfg := consumerConfig{
+		common:         newCommon(),
 		prefetch:       DefaultPrefetch,
 		concurrency:    DefaultConcurrency,
 		retryDelay:     DefaultRetryDelay,
@@ -54,24 +53,24 @@ func NewConsumer(conn *amqp.Connection, queue string, h Handler, opts ...Consume
 	}
 	for _, o := range opts {
 		if o == nil {
-			cfg.fail("nil option")
+			cfg.Fail("nil option")
 			continue
 		}
 		o.applyConsumer(&cfg)
 	}
 	switch {
 	case conn == nil && cfg.dial == nil:
-		cfg.fail("connection is nil and no DialFunc (WithDial) is given")
+		cfg.Fail("connection is nil and no DialFunc (WithDial) is given")
 	case queue == "":
-		cfg.fail("empty queue name")
+		cfg.Fail("empty queue name")
 	case len(queue) > maxShortStr:
-		cfg.fail("queue name is longer than %d bytes", maxShortStr)
+		cfg.Fail("queue name is longer than %d bytes", maxShortStr)
 	case h == nil:
-		cfg.fail("nil handler")
+		cfg.Fail("nil handler")
 	}
 	if v, ok := h.(relay.Validator); ok {
 		if err := v.Validate(); err != nil {
-			cfg.optErrs = append(cfg.optErrs, err)
+			cfg.Add(err)
 		}
 	}
 	if cfg.logger == nil {
@@ -88,8 +87,7 @@ func NewConsumer(conn *amqp.Connection, queue string, h Handler, opts ...Consume
 		cfg:     cfg,
 		log:     log,
 		tracer:  cfg.tracerProvider.Tracer(tracerName),
-		prop:    propagation.TraceContext{},
-		invalid: errors.Join(cfg.optErrs...),
+		invalid: cfg.Err(),
 	}
 	c.failures.m = map[string]int{}
 	return c, c.invalid
@@ -131,13 +129,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 			failures = 0 // it ran for a while: start the backoff afresh
 		}
 		failures++
-		wait := retryStep(failures)
+		wait := adapterkit.RetryStep(failures)
 		level := slog.LevelError
-		if isOutage(err) {
+		if adapterkit.Outage(ctx, err, amqpDown) {
 			level = slog.LevelWarn
 		}
 		c.log.Log(ctx, level, "outboxamqp consumer: consuming stopped; starting again", "error", err, "retry_in", wait)
-		sleep(ctx, wait)
+		adapterkit.Sleep(ctx, wait)
 	}
 	c.log.Info("outboxamqp consumer stopped")
 	return nil
@@ -214,32 +212,13 @@ func (c *Consumer) ended(ch *amqp.Channel, closes chan *amqp.Error) error {
 	return fmt.Errorf("%w: the channel closed", ErrConnectionClosed)
 }
 
-// isOutage reports whether err is the connection's or channel's end
-// rather than a refusal of the broker (such as a missing queue).
-func isOutage(err error) bool {
+// amqpDown reports whether err is the connection's or channel's end
+// rather than a refusal of the broker (such as a missing queue): the
+// RabbitMQ part of the rule of relay.Publisher (adapterkit.Outage).
+func amqpDown(err error) bool {
 	var ae *amqp.Error
 	if errors.As(err, &ae) {
 		return !ae.Server || !ae.Recover
 	}
 	return errors.Is(err, ErrConnectionClosed)
-}
-
-// retryStep is the wait after n consecutive failures to consume: 100ms
-// doubling to 5s, with jitter.
-func retryStep(n int) time.Duration {
-	d := 5 * time.Second
-	if n < 7 {
-		d = 100 * time.Millisecond << max(n-1, 0)
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// sleep waits for d or the end of ctx.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -41,7 +41,7 @@ func (f consumerOption) applyConsumer(c *consumerConfig) { f(c) }
 func WithPrefetch(n int) ConsumerOption {
 	return consumerOption(func(c *consumerConfig) {
 		if n < 1 || n > 65535 {
-			c.fail("prefetch %d is not between 1 and 65535", n)
+			c.Fail("prefetch %d is not between 1 and 65535", n)
 		}
 		c.prefetch = n
 	})
@@ -53,7 +53,7 @@ func WithPrefetch(n int) ConsumerOption {
 func WithConcurrency(n int) ConsumerOption {
 	return consumerOption(func(c *consumerConfig) {
 		if n < 1 || n > 1000 {
-			c.fail("concurrency %d is not between 1 and 1000", n)
+			c.Fail("concurrency %d is not between 1 and 1000", n)
 		}
 		c.concurrency = n
 	})
@@ -64,7 +64,7 @@ func WithConcurrency(n int) ConsumerOption {
 func WithConsumerTag(tag string) ConsumerOption {
 	return consumerOption(func(c *consumerConfig) {
 		if len(tag) > maxShortStr {
-			c.fail("consumer tag is longer than %d bytes", maxShortStr)
+			c.Fail("consumer tag is longer than %d bytes", maxShortStr)
 		}
 		c.tag = tag
 	})
@@ -78,7 +78,7 @@ func WithConsumerTag(tag string) ConsumerOption {
 func WithRetryDelay(d time.Duration) ConsumerOption {
 	return consumerOption(func(c *consumerConfig) {
 		if d < time.Millisecond {
-			c.fail("retry delay %v is shorter than 1ms", d)
+			c.Fail("retry delay %v is shorter than 1ms", d)
 		}
 		c.retryDelay = d
 	})
@@ -94,7 +94,7 @@ func WithRetryDelay(d time.Duration) ConsumerOption {
 func WithMaxDeliveries(n int) ConsumerOption {
 	return consumerOption(func(c *consumerConfig) {
 		if n < 1 {
-			c.fail("max deliveries %d is less than 1", n)
+			c.Fail("max deliveries %d is less than 1", n)
 		}
 		c.maxDeliveries = n
 	})
@@ -106,7 +106,7 @@ func WithMaxDeliveries(n int) ConsumerOption {
 func WithHandlerTimeout(d time.Duration) ConsumerOption {
 	return consumerOption(func(c *consumerConfig) {
 		if d < time.Millisecond {
-			c.fail("handler timeout %v is shorter than 1ms", d)
+			c.Fail("handler timeout %v is shorter than 1ms", d)
 		}
 		c.handlerTimeout = d
 	})
@@ -118,7 +118,7 @@ func WithHandlerTimeout(d time.Duration) ConsumerOption {
 func WithOnDead(fn func(ctx context.Context, d DeadMessage)) ConsumerOption {
 	return consumerOption(func(c *consumerConfig) {
 		if fn == nil {
-			c.fail("nil OnDead callback")
+			c.Fail("nil OnDead callback")
 		}
 		c.onDead = fn
 	})
@@ -129,7 +129,7 @@ func WithOnDead(fn func(ctx context.Context, d DeadMessage)) ConsumerOption {
 func WithTracerProvider(tp trace.TracerProvider) ConsumerOption {
 	return consumerOption(func(c *consumerConfig) {
 		if tp == nil {
-			c.fail("nil tracer provider")
+			c.Fail("nil tracer provider")
 		}
 		c.tracerProvider = tp
 	})

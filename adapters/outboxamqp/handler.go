@@ -3,13 +3,13 @@ package outboxamqp
 import (
 	"context"
 	"fmt"
-	"unicode/utf8"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/idempotency"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // Handler handles one event consumed from a queue. Its error decides the
@@ -34,11 +34,6 @@ func (f HandlerFunc) Handle(ctx context.Context, e *outbox.Envelope) error { ret
 // its idempotency record commits too (see IdempotentTx).
 type TxHandlerFunc func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error
 
-// MaxHandlerNameLen is the longest handler name of Idempotent and
-// IdempotentTx, so that "<event id>:<handler name>" fits an idempotency
-// key.
-const MaxHandlerNameLen = idempotency.MaxHandlerNameLen
-
 // Idempotent returns a Handler that runs h for an event unless h already
 // succeeded for it, as recorded in store under idempotency.HandlerKey
 // ("<event id>:<name>", idempotency.Store.Do): redeliveries and duplicate
@@ -48,7 +43,11 @@ const MaxHandlerNameLen = idempotency.MaxHandlerNameLen
 // elsewhere fails with idempotency.ErrInProgress and is requeued without
 // counting.
 func Idempotent(store *idempotency.Store, name string, h Handler) Handler {
-	return &idempotent{store: store, name: name, h: h}
+	m := &idempotent{adapterkit.Idempotent{Store: store, Name: name}}
+	if h != nil {
+		m.Fn = h.Handle
+	}
+	return m
 }
 
 // IdempotentTx returns a Handler that runs fn inside a transaction of
@@ -57,39 +56,18 @@ func Idempotent(store *idempotency.Store, name string, h Handler) Handler {
 // event, whatever the redeliveries and duplicates. An error of fn rolls
 // its writes back. Keep fn short: the transaction is open while it runs.
 func IdempotentTx(store *idempotency.Store, name string, fn TxHandlerFunc) Handler {
-	return &idempotent{store: store, name: name, tx: fn}
+	return &idempotent{adapterkit.Idempotent{Store: store, Name: name, Tx: fn}}
 }
 
-type idempotent struct {
-	store *idempotency.Store
-	name  string
-	h     Handler
-	tx    TxHandlerFunc
-}
+type idempotent struct{ adapterkit.Idempotent }
 
 // Validate reports a nil store or handler and a bad name; NewConsumer
 // calls it.
 func (m *idempotent) Validate() error {
-	switch {
-	case m.store == nil:
-		return fmt.Errorf("%w: idempotent handler %q: nil store", ErrInvalidOption, m.name)
-	case m.h == nil && m.tx == nil:
-		return fmt.Errorf("%w: idempotent handler %q: nil handler", ErrInvalidOption, m.name)
-	case m.name == "":
-		return fmt.Errorf("%w: idempotent handler: empty name", ErrInvalidOption)
-	case utf8.RuneCountInString(m.name) > MaxHandlerNameLen:
-		return fmt.Errorf("%w: idempotent handler %q: name longer than %d characters", ErrInvalidOption, m.name, MaxHandlerNameLen)
+	if err := m.Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	return nil
-}
-
-// Handle runs the handler once per event id.
-func (m *idempotent) Handle(ctx context.Context, e *outbox.Envelope) error {
-	key := idempotency.HandlerKey(e.ID, m.name)
-	if m.tx != nil {
-		return m.store.DoTx(ctx, key, func(tx *gorm.DB) error { return m.tx(ctx, tx, e) })
-	}
-	return m.store.Do(ctx, key, func(ctx context.Context) error { return m.h.Handle(ctx, e) })
 }
 
 // Delivery describes the message a handler is given.

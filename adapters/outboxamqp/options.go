@@ -1,13 +1,13 @@
 package outboxamqp
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/optionerr"
 )
 
 // DefaultConfirmTimeout is how long a Publisher waits for the broker's
@@ -33,13 +33,6 @@ type SharedOption interface {
 	ConsumerOption
 }
 
-// optErrs collects configuration errors.
-type optErrs []error
-
-func (e *optErrs) fail(format string, args ...any) {
-	*e = append(*e, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
-}
-
 type publisherConfig struct {
 	source         string
 	exchange       string
@@ -54,7 +47,11 @@ type common struct {
 	dial     DialFunc
 	logger   *slog.Logger
 	topology func(ch *amqp.Channel) error
-	optErrs
+	optionerr.Errors
+}
+
+func newCommon() common {
+	return common{Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
 }
 
 type publisherOption func(*publisherConfig)
@@ -72,7 +69,7 @@ func (f sharedOption) applyConsumer(c *consumerConfig)   { f(&c.common) }
 func WithSource(source string) Option {
 	return publisherOption(func(c *publisherConfig) {
 		if source == "" {
-			c.fail("source is empty")
+			c.Fail("source is empty")
 		}
 		c.source = source
 	})
@@ -86,7 +83,7 @@ func WithSource(source string) Option {
 func WithExchange(name string) Option {
 	return publisherOption(func(c *publisherConfig) {
 		if len(name) > maxShortStr {
-			c.fail("exchange name is longer than %d bytes", maxShortStr)
+			c.Fail("exchange name is longer than %d bytes", maxShortStr)
 		}
 		c.exchange = name
 	})
@@ -102,7 +99,7 @@ func WithExchange(name string) Option {
 func WithRouting(f func(e *outbox.Envelope) (exchange, key string)) Option {
 	return publisherOption(func(c *publisherConfig) {
 		if f == nil {
-			c.fail("routing function is nil")
+			c.Fail("routing function is nil")
 		}
 		c.routing = f
 	})
@@ -116,7 +113,7 @@ func WithRouting(f func(e *outbox.Envelope) (exchange, key string)) Option {
 func WithConfirmTimeout(d time.Duration) Option {
 	return publisherOption(func(c *publisherConfig) {
 		if d < 0 {
-			c.fail("confirm timeout %v is negative", d)
+			c.Fail("confirm timeout %v is negative", d)
 		}
 		c.confirmTimeout = d
 	})
@@ -130,7 +127,7 @@ func WithConfirmTimeout(d time.Duration) Option {
 func WithMessage(f func(e *outbox.Envelope, m *amqp.Publishing)) Option {
 	return publisherOption(func(c *publisherConfig) {
 		if f == nil {
-			c.fail("message function is nil")
+			c.Fail("message function is nil")
 		}
 		c.message = f
 	})
@@ -146,7 +143,7 @@ func WithMessage(f func(e *outbox.Envelope, m *amqp.Publishing)) Option {
 func WithDial(dial DialFunc) SharedOption {
 	return sharedOption(func(c *common) {
 		if dial == nil {
-			c.fail("dial function is nil")
+			c.Fail("dial function is nil")
 		}
 		c.dial = dial
 	})
@@ -157,7 +154,7 @@ func WithDial(dial DialFunc) SharedOption {
 func WithLogger(l *slog.Logger) SharedOption {
 	return sharedOption(func(c *common) {
 		if l == nil {
-			c.fail("logger is nil")
+			c.Fail("logger is nil")
 		}
 		c.logger = l
 	})
@@ -173,7 +170,7 @@ func WithLogger(l *slog.Logger) SharedOption {
 func WithTopology(f func(ch *amqp.Channel) error) SharedOption {
 	return sharedOption(func(c *common) {
 		if f == nil {
-			c.fail("topology function is nil")
+			c.Fail("topology function is nil")
 		}
 		c.topology = f
 	})

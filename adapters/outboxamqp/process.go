@@ -11,6 +11,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/idempotency"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // maxPause bounds the wait after a handler reported its transport
@@ -66,7 +67,7 @@ func (c *Consumer) process(ctx context.Context, m amqp.Delivery) {
 
 // requeue puts m back in its queue after wait (less if ctx ends first).
 func (c *Consumer) requeue(ctx context.Context, m amqp.Delivery, wait time.Duration, attrs []any) {
-	sleep(ctx, wait)
+	adapterkit.Sleep(ctx, wait)
 	if err := m.Nack(false, true); err != nil {
 		c.log.Warn("outboxamqp: requeue failed; the broker requeues the message when the channel closes", append(attrs, "error", err)...)
 	}
@@ -77,7 +78,7 @@ func (c *Consumer) requeue(ctx context.Context, m amqp.Delivery, wait time.Durat
 func (c *Consumer) nextPause() time.Duration {
 	for {
 		old := c.pause.Load()
-		next := min(max(2*time.Duration(old), c.cfg.retryDelay), maxPause)
+		next := adapterkit.NextPause(time.Duration(old), c.cfg.retryDelay, maxPause)
 		if c.pause.CompareAndSwap(old, int64(next)) {
 			return next
 		}

@@ -2,7 +2,6 @@ package outboxamqp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -60,16 +59,16 @@ var (
 // wrapping ErrInvalidOption for a bad option or a nil conn without
 // WithDial; it does not talk to the broker.
 func NewPublisher(conn *amqp.Connection, opts ...Option) (*Publisher, error) {
-	cfg := publisherConfig{source: outbox.DefaultSource, confirmTimeout: DefaultConfirmTimeout}
+	cfg := publisherConfig{source: outbox.DefaultSource, confirmTimeout: DefaultConfirmTimeout, common: newCommon()}
 	for _, o := range opts {
 		if o == nil {
-			cfg.fail("nil option")
+			cfg.Fail("nil option")
 			continue
 		}
 		o.applyPublisher(&cfg)
 	}
 	if conn == nil && cfg.dial == nil {
-		cfg.fail("connection is nil and no DialFunc (WithDial) is given")
+		cfg.Fail("connection is nil and no DialFunc (WithDial) is given")
 	}
 	log := cfg.logger
 	if log == nil {
@@ -79,7 +78,7 @@ func NewPublisher(conn *amqp.Connection, opts ...Option) (*Publisher, error) {
 		src:     &connSource{conn: conn, dial: cfg.dial, log: log},
 		cfg:     cfg,
 		log:     log,
-		invalid: errors.Join(cfg.optErrs...),
+		invalid: cfg.Err(),
 	}
 	return p, p.invalid
 }

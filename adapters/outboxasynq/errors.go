@@ -7,7 +7,9 @@ import "errors"
 var (
 	// ErrInvalidOption is wrapped by the configuration errors that
 	// Publisher.Validate reports (and relay.New refuses): a nil client, a
-	// nil mapping function, a negative duration or retry count.
+	// nil mapping function, a negative duration or retry count; and by
+	// the value Idempotent and IdempotentTx panic with (a nil store, or a
+	// handler name that is empty or too long).
 	ErrInvalidOption = errors.New("outboxasynq: invalid option")
 
 	// ErrInvalidTask is wrapped when an event cannot become a task (no id,

@@ -8,12 +8,13 @@ import (
 
 	"github.com/hibiken/asynq"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
+	"github.com/gormoutbox/outbox/internal/optionerr"
+	"github.com/gormoutbox/outbox/internal/semconv"
 )
 
 // ScopeName is the OpenTelemetry instrumentation scope of the package's
@@ -32,6 +33,7 @@ type HandlerFunc func(ctx context.Context, e *outbox.Envelope) error
 type handlerConfig struct {
 	tp     trace.TracerProvider
 	logger *slog.Logger
+	optionerr.Errors
 }
 
 type handlerOption func(*handlerConfig)
@@ -40,11 +42,11 @@ func (f handlerOption) applyHandler(c *handlerConfig) { f(c) }
 
 // WithTracerProvider sets the OpenTelemetry TracerProvider of the consumer
 // spans Handler starts (default otel.GetTracerProvider(), the global
-// one). It panics on nil.
+// one). A nil one makes Handler panic.
 func WithTracerProvider(tp trace.TracerProvider) HandlerOption {
 	return handlerOption(func(c *handlerConfig) {
 		if tp == nil {
-			panic("outboxasynq: WithTracerProvider(nil)")
+			c.Fail("tracer provider is nil")
 		}
 		c.tp = tp
 	})
@@ -72,25 +74,31 @@ func WithTracerProvider(tp trace.TracerProvider) HandlerOption {
 //     continuing the trace the envelope carries (its traceparent and
 //     tracestate, or else the task's headers): a child of the relay's
 //     "outbox publish" span when the relay traces, else of the span that
-//     emitted the event. Its attributes are the event's type, id and
-//     attempt and the task's queue and retry count; a failure is recorded
+//     emitted the event. Its attributes are those of every adapter
+//     (the messaging system and queue, the event's CloudEvents id, type
+//     and source, outbox.event.attempt) and the task's retry count; a failure is recorded
 //     on the span, and ctx carries the span to fn;
 //   - an error of fn marked outbox.Permanent also wraps asynq.SkipRetry,
 //     so that asynq archives the task instead of retrying it; other errors
 //     are returned as they are.
 //
-// Handler panics if fn is nil or an option is invalid, like
+// Handler panics if fn is nil, or with the joined errors (each wrapping
+// ErrInvalidOption) of invalid options, like
 // asynq.ServeMux.Handle with a nil handler.
 func Handler(fn HandlerFunc, opts ...HandlerOption) asynq.Handler {
 	if fn == nil {
 		panic("outboxasynq: Handler(nil)")
 	}
-	cfg := handlerConfig{logger: slog.Default()}
+	cfg := handlerConfig{logger: slog.Default(), Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
 	for _, o := range opts {
 		if o == nil {
-			panic("outboxasynq: Handler: nil option")
+			cfg.Fail("Handler: nil option")
+			continue
 		}
 		o.applyHandler(&cfg)
+	}
+	if err := cfg.Err(); err != nil {
+		panic(err)
 	}
 	if cfg.tp == nil {
 		cfg.tp = otel.GetTracerProvider()
@@ -104,10 +112,6 @@ type handler struct {
 	log    *slog.Logger
 }
 
-// traceContext is the W3C propagator: the envelope carries traceparent and
-// tracestate only.
-var traceContext = propagation.TraceContext{}
-
 // ProcessTask implements asynq.Handler.
 func (h *handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	e, err := envelopeOf(ctx, t)
@@ -116,29 +120,14 @@ func (h *handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 			"task_type", t.Type(), "task_id", taskID(ctx), "error", err)
 		return err
 	}
-	ctx = traceContext.Extract(ctx, carrier(e, t))
 	queue, _ := asynq.GetQueueName(ctx)
 	retried, _ := asynq.GetRetryCount(ctx)
-	ctx, span := h.tracer.Start(ctx, "outbox consume "+e.Type,
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "asynq"),
-			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.destination.name", queue),
-			attribute.String("messaging.message.id", e.ID),
-			attribute.String("outbox.event.type", e.Type),
-			attribute.String("outbox.event.id", e.ID),
-			attribute.Int("outbox.event.attempt", e.Attempt),
-			attribute.Int("asynq.task.retry_count", retried),
-		))
-	defer span.End()
-
-	err = h.fn(withEnvelope(ctx, t, e), e)
-	if err == nil {
-		return nil
-	}
-	span.RecordError(err)
-	span.SetStatus(codes.Error, err.Error())
+	attrs := semconv.ProcessAttributes("asynq", queue, e,
+		semconv.MessageID.String(e.ID),
+		semconv.AsynqTaskRetryCount.Int(retried))
+	err = adapterkit.Process(ctx, h.tracer, "outbox consume "+e.Type, carrier(e, t), attrs, func(ctx context.Context) error {
+		return h.fn(withEnvelope(ctx, t, e), e)
+	})
 	if outbox.IsPermanent(err) && !errors.Is(err, asynq.SkipRetry) {
 		return fmt.Errorf("%w: %w", asynq.SkipRetry, err)
 	}

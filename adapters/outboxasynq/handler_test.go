@@ -158,7 +158,7 @@ func TestHandlerContinuesTheTraceOfTheEnvelope(t *testing.T) {
 	if inHandler.TraceID() != emitter.TraceID() || inHandler.SpanID() != s.SpanContext().SpanID() {
 		t.Errorf("the handler's context carries %v, want the consumer span %v", inHandler, s.SpanContext())
 	}
-	if attr(s, "outbox.event.id").AsString() != e.ID || attr(s, "outbox.event.type").AsString() != e.Type ||
+	if attr(s, "cloudevents.event_id").AsString() != e.ID || attr(s, "cloudevents.event_type").AsString() != e.Type ||
 		attr(s, "outbox.event.attempt").AsInt64() != 3 || attr(s, "messaging.system").AsString() != "asynq" {
 		t.Errorf("attributes %v", s.Attributes())
 	}

@@ -4,19 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/idempotency"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
-
-// MaxHandlerNameLen is the longest handler name of Idempotent and
-// IdempotentTx, so that "<event id>:<handler name>" fits an idempotency
-// key.
-const MaxHandlerNameLen = idempotency.MaxHandlerNameLen
 
 // Idempotent returns an asynq middleware that runs the handler it wraps at
 // most once successfully per event: it keeps a record under the key
@@ -50,8 +45,9 @@ const MaxHandlerNameLen = idempotency.MaxHandlerNameLen
 // handler. Keep the handler's run shorter than the store's lease
 // (idempotency.WithLease), or another delivery may take the key over.
 //
-// Idempotent panics if store is nil or handlerName is empty or longer
-// than MaxHandlerNameLen.
+// Idempotent panics, with an error wrapping ErrInvalidOption, if store is
+// nil or handlerName is empty or longer than
+// idempotency.MaxHandlerNameLen.
 func Idempotent(store *idempotency.Store, handlerName string) asynq.MiddlewareFunc {
 	mustIdempotent("Idempotent", store, handlerName)
 	return func(next asynq.Handler) asynq.Handler {
@@ -87,8 +83,7 @@ func Idempotent(store *idempotency.Store, handlerName string) asynq.MiddlewareFu
 // transaction stays open while the handler runs: keep it short, and make
 // other effects (an e-mail, an HTTP call) idempotent themselves.
 //
-// IdempotentTx panics if store is nil or handlerName is empty or longer
-// than MaxHandlerNameLen.
+// IdempotentTx panics as Idempotent does.
 func IdempotentTx(store *idempotency.Store, handlerName string) asynq.MiddlewareFunc {
 	mustIdempotent("IdempotentTx", store, handlerName)
 	return func(next asynq.Handler) asynq.Handler {
@@ -117,14 +112,15 @@ func Tx(ctx context.Context) *gorm.DB {
 	return tx.WithContext(ctx)
 }
 
+// mustIdempotent panics, with an error wrapping ErrInvalidOption, on a
+// nil store or a bad handler name (adapterkit.CheckHandlerName): a
+// middleware has no error to return.
 func mustIdempotent(fn string, store *idempotency.Store, name string) {
-	switch {
-	case store == nil:
-		panic("outboxasynq: " + fn + ": nil store")
-	case name == "":
-		panic("outboxasynq: " + fn + ": empty handler name")
-	case utf8.RuneCountInString(name) > MaxHandlerNameLen:
-		panic(fmt.Sprintf("outboxasynq: %s: handler name longer than %d characters", fn, MaxHandlerNameLen))
+	if store == nil {
+		panic(fmt.Errorf("%w: %s: nil store", ErrInvalidOption, fn))
+	}
+	if err := adapterkit.CheckHandlerName(name); err != nil {
+		panic(fmt.Errorf("%w: %s: %w", ErrInvalidOption, fn, err))
 	}
 }
 

@@ -156,7 +156,7 @@ func TestIdempotentPanicsOnMisuse(t *testing.T) {
 	for name, f := range map[string]func(){
 		"nil store":     func() { outboxasynq.Idempotent(nil, "h") },
 		"empty name":    func() { outboxasynq.Idempotent(store, "") },
-		"long name":     func() { outboxasynq.IdempotentTx(store, strings.Repeat("x", outboxasynq.MaxHandlerNameLen+1)) },
+		"long name":     func() { outboxasynq.IdempotentTx(store, strings.Repeat("x", idempotency.MaxHandlerNameLen+1)) },
 		"tx nil store":  func() { outboxasynq.IdempotentTx(nil, "h") },
 		"tx empty name": func() { outboxasynq.IdempotentTx(store, "") },
 	} {
@@ -169,7 +169,7 @@ func TestIdempotentPanicsOnMisuse(t *testing.T) {
 			f()
 		}()
 	}
-	outboxasynq.Idempotent(store, strings.Repeat("x", outboxasynq.MaxHandlerNameLen)) // the longest name fits
+	outboxasynq.Idempotent(store, strings.Repeat("x", idempotency.MaxHandlerNameLen)) // the longest name fits
 }
 
 func TestIsFailure(t *testing.T) {

@@ -1,7 +1,6 @@
 package outboxasynq
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/optionerr"
 )
 
 // DefaultRetention is how long asynq keeps a task after it succeeded,
@@ -54,7 +54,7 @@ type publisherConfig struct {
 	logger    *slog.Logger
 	// chainRedis is the Redis of WithKeyChain.
 	chainRedis redis.UniversalClient
-	errs       []error
+	optionerr.Errors
 }
 
 func defaultPublisherConfig() publisherConfig {
@@ -63,11 +63,9 @@ func defaultPublisherConfig() publisherConfig {
 		maxRetry:  -1,
 		retention: DefaultRetention,
 		logger:    slog.Default(),
-	}
-}
 
-func (c *publisherConfig) fail(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+		Errors: optionerr.Errors{Sentinel: ErrInvalidOption},
+	}
 }
 
 type publisherOption func(*publisherConfig)
@@ -80,7 +78,7 @@ func (f publisherOption) applyPublisher(c *publisherConfig) { f(c) }
 func WithSource(source string) Option {
 	return publisherOption(func(c *publisherConfig) {
 		if source == "" {
-			c.fail("source is empty")
+			c.Fail("source is empty")
 		}
 		c.source = source
 	})
@@ -93,7 +91,7 @@ func WithSource(source string) Option {
 func WithTaskType(f func(e *outbox.Envelope) string) Option {
 	return publisherOption(func(c *publisherConfig) {
 		if f == nil {
-			c.fail("task type function is nil")
+			c.Fail("task type function is nil")
 		}
 		c.taskType = f
 	})
@@ -107,7 +105,7 @@ func WithTaskType(f func(e *outbox.Envelope) string) Option {
 func WithQueue(f func(e *outbox.Envelope) string) Option {
 	return publisherOption(func(c *publisherConfig) {
 		if f == nil {
-			c.fail("queue function is nil")
+			c.Fail("queue function is nil")
 		}
 		c.queue = f
 	})
@@ -118,7 +116,7 @@ func WithQueue(f func(e *outbox.Envelope) string) Option {
 func WithMaxRetry(n int) Option {
 	return publisherOption(func(c *publisherConfig) {
 		if n < 0 {
-			c.fail("max retry %d is negative", n)
+			c.Fail("max retry %d is negative", n)
 		}
 		c.maxRetry = n
 	})
@@ -130,7 +128,7 @@ func WithMaxRetry(n int) Option {
 func WithTimeout(d time.Duration) Option {
 	return publisherOption(func(c *publisherConfig) {
 		if d < 0 {
-			c.fail("timeout %v is negative", d)
+			c.Fail("timeout %v is negative", d)
 		}
 		c.timeout = d
 	})
@@ -144,7 +142,7 @@ func WithTimeout(d time.Duration) Option {
 func WithRetention(d time.Duration) Option {
 	return publisherOption(func(c *publisherConfig) {
 		if d < 0 {
-			c.fail("retention %v is negative", d)
+			c.Fail("retention %v is negative", d)
 		}
 		c.retention = d
 	})
@@ -158,7 +156,7 @@ func WithRetention(d time.Duration) Option {
 func WithTaskOptions(f func(e *outbox.Envelope) []asynq.Option) Option {
 	return publisherOption(func(c *publisherConfig) {
 		if f == nil {
-			c.fail("task options function is nil")
+			c.Fail("task options function is nil")
 		}
 		c.extra = f
 	})
@@ -169,14 +167,14 @@ type loggerOption struct{ l *slog.Logger }
 
 func (o loggerOption) applyPublisher(c *publisherConfig) {
 	if o.l == nil {
-		c.fail("logger is nil")
+		c.Fail("logger is nil")
 	}
 	c.logger = o.l
 }
 
 func (o loggerOption) applyHandler(c *handlerConfig) {
 	if o.l == nil {
-		panic("outboxasynq: WithLogger(nil)")
+		c.Fail("logger is nil")
 	}
 	c.logger = o.l
 }
@@ -201,7 +199,7 @@ func WithLogger(l *slog.Logger) SharedOption { return loggerOption{l} }
 func WithKeyChain(rdb redis.UniversalClient) Option {
 	return publisherOption(func(c *publisherConfig) {
 		if rdb == nil {
-			c.fail("key chain redis client is nil")
+			c.Fail("key chain redis client is nil")
 		}
 		c.chainRedis = rdb
 	})

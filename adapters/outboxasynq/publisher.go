@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/adapterkit/redisdown"
 )
 
 // DefaultQueue is asynq's default queue, used for events without a Topic.
@@ -52,16 +53,16 @@ type Publisher struct {
 func NewPublisher(client *asynq.Client, opts ...Option) *Publisher {
 	cfg := defaultPublisherConfig()
 	if client == nil {
-		cfg.fail("asynq client is nil")
+		cfg.Fail("asynq client is nil")
 	}
 	for _, o := range opts {
 		if o == nil {
-			cfg.fail("nil option")
+			cfg.Fail("nil option")
 			continue
 		}
 		o.applyPublisher(&cfg)
 	}
-	p := &Publisher{client: client, cfg: cfg, invalid: errors.Join(cfg.errs...)}
+	p := &Publisher{client: client, cfg: cfg, invalid: cfg.Err()}
 	if cfg.chainRedis != nil {
 		p.chain = &chain{rdb: cfg.chainRedis, insp: asynq.NewInspectorFromRedisClient(cfg.chainRedis)}
 	}
@@ -117,7 +118,7 @@ func (p *Publisher) Publish(ctx context.Context, e *outbox.Envelope) error {
 // and marks it outbox.Unavailable when Redis is unreachable or cannot
 // take writes.
 func (p *Publisher) failed(ctx context.Context, e *outbox.Envelope, queue string, err error) error {
-	down := redisDown(ctx, err) // classified on the original error, before ours names the event
+	down := redisdown.Outage(ctx, err) // classified on the original error, before ours names the event
 	err = fmt.Errorf("outboxasynq: enqueueing event %s (%s) into queue %q: %w", e.ID, e.Type, queue, err)
 	if down {
 		p.cfg.logger.DebugContext(ctx, "redis unavailable", "event_id", e.ID, "queue", queue, "error", err)

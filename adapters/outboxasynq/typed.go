@@ -2,14 +2,12 @@ package outboxasynq
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"reflect"
 
 	"github.com/hibiken/asynq"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // ErrBadPayload is wrapped, marked outbox.Permanent, by the error of a
@@ -44,13 +42,10 @@ func HandlerOf[T any](fn func(ctx context.Context, v T) error, opts ...HandlerOp
 	}, opts...)
 }
 
-// decodePayload decodes e's JSON payload into a T.
+// decodePayload decodes e's JSON payload into a T, or fails with
+// ErrBadPayload (outbox.Permanent).
 func decodePayload[T any](e *outbox.Envelope) (T, error) {
-	var v T
-	if err := json.Unmarshal(e.Payload, &v); err != nil {
-		return v, outbox.Permanent(fmt.Errorf("%w: event %s (%s) into %s: %w", ErrBadPayload, e.ID, e.Type, reflect.TypeFor[T](), err))
-	}
-	return v, nil
+	return adapterkit.DecodePayload[T](e, ErrBadPayload)
 }
 
 // EnvelopeFrom returns the envelope of the event whose handler, run by

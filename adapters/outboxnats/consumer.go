@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // tracerName names the instrumentation scope of the consumer's spans.
@@ -40,7 +40,6 @@ type Consumer struct {
 	cfg     consumerConfig
 	log     *slog.Logger
 	tracer  trace.Tracer
-	prop    propagation.TextMapPropagator
 
 	running atomic.Bool
 	// Used by Run's goroutine only:
@@ -56,39 +55,39 @@ type Consumer struct {
 // a nil store).
 func NewConsumer(js jetstream.JetStream, stream, durable string, h Handler, opts ...ConsumerOption) (*Consumer, error) {
 	cfg := consumerConfig{
+		common:        newCommon(),
 		batch:         DefaultBatch,
 		fetchWait:     DefaultFetchWait,
 		ackWait:       DefaultAckWait,
 		maxDeliveries: DefaultMaxDeliveries,
 		retryDelay:    DefaultRetryDelay,
 		maxRetryDelay: DefaultMaxRetryDelay,
-		logger:        slog.Default(),
 	}
 	for _, o := range opts {
 		if o == nil {
-			cfg.fail("nil option")
+			cfg.Fail("nil option")
 			continue
 		}
-		o(&cfg)
+		o.applyConsumer(&cfg)
 	}
 	switch {
 	case js == nil:
-		cfg.fail("nil JetStream")
+		cfg.Fail("nil JetStream")
 	case h == nil:
-		cfg.fail("nil handler")
+		cfg.Fail("nil handler")
 	}
 	if err := checkName("stream", stream); err != nil {
-		cfg.fail("%v", err)
+		cfg.Fail("%v", err)
 	}
 	if err := checkName("durable", durable); err != nil {
-		cfg.fail("%v", err)
+		cfg.Fail("%v", err)
 	}
 	if v, ok := h.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {
-			cfg.errs = append(cfg.errs, err)
+			cfg.Add(err)
 		}
 	}
-	if err := errors.Join(cfg.errs...); err != nil {
+	if err := cfg.Err(); err != nil {
 		return nil, err
 	}
 	if cfg.handlerTimeout == 0 {
@@ -101,7 +100,6 @@ func NewConsumer(js jetstream.JetStream, stream, durable string, h Handler, opts
 		js: js, stream: stream, durable: durable, h: h, cfg: cfg,
 		log:     cfg.logger.With(slog.String("stream", stream), slog.String("consumer", durable)),
 		tracer:  cfg.tracerProvider.Tracer(tracerName),
-		prop:    propagation.TraceContext{},
 		excused: map[uint64]int{},
 	}, nil
 }
@@ -142,18 +140,18 @@ func (c *Consumer) Run(ctx context.Context) error {
 				c.cons = nil
 			}
 			failures++
-			wait := retryStep(failures)
+			wait := adapterkit.RetryStep(failures)
 			level := slog.LevelError
-			if isOutage(err) || consumerGone(err) {
+			if adapterkit.Outage(ctx, err, natsDown) || consumerGone(err) {
 				level = slog.LevelWarn
 			}
 			c.log.Log(ctx, level, "outboxnats consumer: JetStream request failed; retrying", "error", err, "retry_in", wait)
-			sleep(ctx, wait)
+			adapterkit.Sleep(ctx, wait)
 		case unavailable:
 			failures = 0
-			pause = min(max(2*pause, time.Second), 30*time.Second)
+			pause = adapterkit.NextPause(pause, time.Second, 30*time.Second)
 			c.log.Warn("outboxnats consumer: handler reported its transport unavailable; pausing", "retry_in", pause)
-			sleep(ctx, pause)
+			adapterkit.Sleep(ctx, pause)
 		default:
 			failures, pause = 0, 0
 		}
@@ -223,24 +221,4 @@ func (c *Consumer) ensure(ctx context.Context) (jetstream.Consumer, error) {
 func consumerGone(err error) bool {
 	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
 		errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerDoesNotExist)
-}
-
-// retryStep is the wait after n consecutive JetStream failures: 100ms
-// doubling to 5s, with jitter.
-func retryStep(n int) time.Duration {
-	d := 5 * time.Second
-	if n < 7 {
-		d = 100 * time.Millisecond << max(n-1, 0)
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// sleep waits for d or the end of ctx.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -2,8 +2,6 @@ package outboxnats
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,9 +27,6 @@ const (
 	DefaultMaxRetryDelay = time.Minute
 )
 
-// ConsumerOption configures a Consumer; NewConsumer reports a bad one.
-type ConsumerOption func(*consumerConfig)
-
 type consumerConfig struct {
 	filterSubject  string
 	batch          int
@@ -44,25 +39,20 @@ type consumerConfig struct {
 	deadSubject    string
 	onDead         func(ctx context.Context, d DeadMessage)
 	configure      func(*jetstream.ConsumerConfig)
-	logger         *slog.Logger
 	tracerProvider trace.TracerProvider
-	errs           []error
-}
-
-func (c *consumerConfig) fail(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+	common
 }
 
 // WithFilterSubject makes the durable consumer take only the messages of
 // the stream whose subject matches filter (wildcards allowed), such as
 // "shop.orders" or "shop.>". The default is every message of the stream.
 func WithFilterSubject(filter string) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if filter == "" {
-			c.fail("empty filter subject")
+			c.Fail("empty filter subject")
 		}
 		c.filterSubject = filter
-	}
+	})
 }
 
 // WithBatch sets how many messages one fetch asks for (default 10, 1 to
@@ -70,24 +60,24 @@ func WithFilterSubject(filter string) ConsumerOption {
 // progress before its handler runs when it waited long, so that its ack
 // wait does not expire while earlier ones are handled.
 func WithBatch(n int) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if n < 1 || n > 10000 {
-			c.fail("batch %d is not between 1 and 10000", n)
+			c.Fail("batch %d is not between 1 and 10000", n)
 		}
 		c.batch = n
-	}
+	})
 }
 
 // WithFetchWait sets how long one fetch waits for messages (default 2s,
 // 10ms to 1 minute). Run notices the end of its context between fetches,
 // so it returns up to this long after the context ends.
 func WithFetchWait(d time.Duration) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if d < 10*time.Millisecond || d > time.Minute {
-			c.fail("fetch wait %v is not between 10ms and 1m", d)
+			c.Fail("fetch wait %v is not between 10ms and 1m", d)
 		}
 		c.fetchWait = d
-	}
+	})
 }
 
 // WithAckWait sets the durable consumer's AckWait (default 30s, at least
@@ -95,12 +85,12 @@ func WithFetchWait(d time.Duration) ConsumerOption {
 // delivered again, to this consumer or another of the same durable. It is
 // also the default handler timeout.
 func WithAckWait(d time.Duration) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if d < time.Second {
-			c.fail("ack wait %v is shorter than 1s", d)
+			c.Fail("ack wait %v is shorter than 1s", d)
 		}
 		c.ackWait = d
-	}
+	})
 }
 
 // WithHandlerTimeout bounds each handler run: its context ends after d
@@ -108,12 +98,12 @@ func WithAckWait(d time.Duration) ConsumerOption {
 // again). The handler's context does not end with Run's: Run finishes the
 // message in hand before it returns.
 func WithHandlerTimeout(d time.Duration) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if d < time.Millisecond {
-			c.fail("handler timeout %v is shorter than 1ms", d)
+			c.Fail("handler timeout %v is shorter than 1ms", d)
 		}
 		c.handlerTimeout = d
-	}
+	})
 }
 
 // WithMaxDeliveries sets how many counted handler runs a message gets
@@ -127,12 +117,12 @@ func WithHandlerTimeout(d time.Duration) ConsumerOption {
 // unlimited: the Consumer enforces the limit itself, so that the server
 // never drops a message silently.
 func WithMaxDeliveries(n int) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if n < 1 {
-			c.fail("max deliveries %d is less than 1", n)
+			c.Fail("max deliveries %d is less than 1", n)
 		}
 		c.maxDeliveries = n
-	}
+	})
 }
 
 // WithRetryDelay sets how long a message whose handler failed waits before
@@ -140,12 +130,12 @@ func WithMaxDeliveries(n int) ConsumerOption {
 // 1s, at least 1ms), doubling with each counted attempt up to max (default
 // 1 minute). The consumer asks for it with NakWithDelay.
 func WithRetryDelay(first, max time.Duration) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if first < time.Millisecond || max < first {
-			c.fail("retry delay %v up to %v: want 1ms <= first <= max", first, max)
+			c.Fail("retry delay %v up to %v: want 1ms <= first <= max", first, max)
 		}
 		c.retryDelay, c.maxRetryDelay = first, max
-	}
+	})
 }
 
 // WithDeadLetterSubject publishes every dead message to subject before it
@@ -157,23 +147,23 @@ func WithRetryDelay(first, max time.Duration) ConsumerOption {
 // not terminated: it is delivered again later and goes dead again. The
 // default is none.
 func WithDeadLetterSubject(subject string) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if err := checkSubject(subject); err != nil {
-			c.fail("dead-letter subject: %v", err)
+			c.Fail("dead-letter subject: %v", err)
 		}
 		c.deadSubject = subject
-	}
+	})
 }
 
 // WithOnDead calls fn once for every dead message, after it is
 // terminated. fn runs in the consumer's loop: keep it short.
 func WithOnDead(fn func(ctx context.Context, d DeadMessage)) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if fn == nil {
-			c.fail("nil OnDead callback")
+			c.Fail("nil OnDead callback")
 		}
 		c.onDead = fn
-	}
+	})
 }
 
 // WithConsumerConfig lets fn adjust the durable consumer's configuration
@@ -182,32 +172,21 @@ func WithOnDead(fn func(ctx context.Context, d DeadMessage)) ConsumerOption {
 // consumer needs AckPolicy explicit and its Durable name; keep MaxDeliver
 // at -1 (see WithMaxDeliveries).
 func WithConsumerConfig(fn func(cfg *jetstream.ConsumerConfig)) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if fn == nil {
-			c.fail("nil consumer config function")
+			c.Fail("nil consumer config function")
 		}
 		c.configure = fn
-	}
-}
-
-// WithConsumerLogger sets the logger (default slog.Default()). Payloads
-// are never logged.
-func WithConsumerLogger(l *slog.Logger) ConsumerOption {
-	return func(c *consumerConfig) {
-		if l == nil {
-			c.fail("nil logger")
-		}
-		c.logger = l
-	}
+	})
 }
 
 // WithTracerProvider sets where consumer spans are created (default
 // otel.GetTracerProvider(), looked up when the Consumer is made).
 func WithTracerProvider(tp trace.TracerProvider) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if tp == nil {
-			c.fail("nil tracer provider")
+			c.Fail("nil tracer provider")
 		}
 		c.tracerProvider = tp
-	}
+	})
 }

@@ -403,7 +403,7 @@ func TestConsumerOptions(t *testing.T) {
 		},
 		"nil option": func() (*outboxnats.Consumer, error) { return outboxnats.NewConsumer(js, "S", "d", h, nil) },
 		"nil logger": func() (*outboxnats.Consumer, error) {
-			return outboxnats.NewConsumer(js, "S", "d", h, outboxnats.WithConsumerLogger(nil))
+			return outboxnats.NewConsumer(js, "S", "d", h, outboxnats.WithLogger(nil))
 		},
 		"empty filter": func() (*outboxnats.Consumer, error) {
 			return outboxnats.NewConsumer(js, "S", "d", h, outboxnats.WithFilterSubject(""))

@@ -114,7 +114,7 @@ func newPublisher(t testing.TB, js jetstream.JetStream, opts ...outboxnats.Optio
 // consumerOpts are fast settings for tests.
 func consumerOpts(t testing.TB, more ...outboxnats.ConsumerOption) []outboxnats.ConsumerOption {
 	return append([]outboxnats.ConsumerOption{
-		outboxnats.WithConsumerLogger(testLogger(t)),
+		outboxnats.WithLogger(testLogger(t)),
 		outboxnats.WithFetchWait(100 * time.Millisecond),
 		outboxnats.WithRetryDelay(50*time.Millisecond, 200*time.Millisecond),
 	}, more...)

@@ -1,11 +1,11 @@
 package outboxnats
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/optionerr"
 )
 
 // DefaultSubject is the subject of events that have no Topic (and that
@@ -37,7 +37,44 @@ const (
 const ContentType = "application/cloudevents+json; charset=utf-8"
 
 // Option configures a Publisher; NewPublisher reports a bad one.
-type Option func(*pubConfig)
+type Option interface {
+	applyPublisher(*pubConfig)
+}
+
+// ConsumerOption configures a Consumer; NewConsumer reports a bad one.
+type ConsumerOption interface {
+	applyConsumer(*consumerConfig)
+}
+
+// SharedOption configures both a publisher and a Consumer.
+type SharedOption interface {
+	Option
+	ConsumerOption
+}
+
+// common holds the settings of SharedOption and the configuration errors
+// of both sides.
+type common struct {
+	logger *slog.Logger
+	optionerr.Errors
+}
+
+func newCommon() common {
+	return common{logger: slog.Default(), Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
+}
+
+type pubOption func(*pubConfig)
+
+func (f pubOption) applyPublisher(c *pubConfig) { f(c) }
+
+type consumerOption func(*consumerConfig)
+
+func (f consumerOption) applyConsumer(c *consumerConfig) { f(c) }
+
+type sharedOption func(*common)
+
+func (f sharedOption) applyPublisher(c *pubConfig)     { f(&c.common) }
+func (f sharedOption) applyConsumer(c *consumerConfig) { f(&c.common) }
 
 type pubConfig struct {
 	source         string
@@ -46,46 +83,41 @@ type pubConfig struct {
 	subjectFunc    func(e *outbox.Envelope) string
 	expectStream   string
 	ackTimeout     time.Duration
-	logger         *slog.Logger
-	errs           []error
-}
-
-func (c *pubConfig) fail(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+	common
 }
 
 // WithSource sets the CloudEvents source of the events published, when the
 // envelope has none (default outbox.DefaultSource). It must not be empty.
 func WithSource(source string) Option {
-	return func(c *pubConfig) {
+	return pubOption(func(c *pubConfig) {
 		if source == "" {
-			c.fail("empty source")
+			c.Fail("empty source")
 		}
 		c.source = source
-	}
+	})
 }
 
 // WithSubjectPrefix puts prefix before every subject, such as "shop." to
 // publish the Topic "orders" to "shop.orders". The default is none. The
 // prefix followed by a token must be a valid subject.
 func WithSubjectPrefix(prefix string) Option {
-	return func(c *pubConfig) {
+	return pubOption(func(c *pubConfig) {
 		if err := checkPrefix(prefix); err != nil {
-			c.fail("%v", err)
+			c.Fail("%v", err)
 		}
 		c.prefix = prefix
-	}
+	})
 }
 
 // WithDefaultSubject sets the subject of events with no Topic (default
 // DefaultSubject, "outbox"), after the prefix. It must be a valid subject.
 func WithDefaultSubject(subject string) Option {
-	return func(c *pubConfig) {
+	return pubOption(func(c *pubConfig) {
 		if err := checkSubject(subject); err != nil {
-			c.fail("default subject: %v", err)
+			c.Fail("default subject: %v", err)
 		}
 		c.defaultSubject = subject
-	}
+	})
 }
 
 // WithSubjectFunc chooses the subject of each event with fn instead of its
@@ -94,12 +126,12 @@ func WithDefaultSubject(subject string) Option {
 // safe for concurrent use; an event whose subject is invalid fails with
 // ErrInvalidSubject, marked outbox.Permanent.
 func WithSubjectFunc(fn func(e *outbox.Envelope) string) Option {
-	return func(c *pubConfig) {
+	return pubOption(func(c *pubConfig) {
 		if fn == nil {
-			c.fail("nil subject function")
+			c.Fail("nil subject function")
 		}
 		c.subjectFunc = fn
-	}
+	})
 }
 
 // WithExpectStream makes JetStream refuse a message unless the stream that
@@ -108,12 +140,12 @@ func WithSubjectFunc(fn func(e *outbox.Envelope) string) Option {
 // instead of landing there. Such a failure is an ordinary error: the relay
 // retries it, then marks the event dead.
 func WithExpectStream(stream string) Option {
-	return func(c *pubConfig) {
+	return pubOption(func(c *pubConfig) {
 		if stream == "" {
-			c.fail("empty expected stream")
+			c.Fail("empty expected stream")
 		}
 		c.expectStream = stream
-	}
+	})
 }
 
 // WithAckTimeout sets how long PublishBatch waits for JetStream's
@@ -123,22 +155,23 @@ func WithExpectStream(stream string) Option {
 // them again later, when the duplicate window drops any that JetStream
 // did store.
 func WithAckTimeout(d time.Duration) Option {
-	return func(c *pubConfig) {
+	return pubOption(func(c *pubConfig) {
 		if d < time.Millisecond {
-			c.fail("ack timeout %v is shorter than 1ms", d)
+			c.Fail("ack timeout %v is shorter than 1ms", d)
 		}
 		c.ackTimeout = d
-	}
+	})
 }
 
 // WithLogger sets the logger (default slog.Default()). The Publisher logs
 // at debug level only (the relay reports outcomes); payloads are never
 // logged.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *pubConfig) {
+// It is a SharedOption: the same option configures a Consumer.
+func WithLogger(l *slog.Logger) SharedOption {
+	return sharedOption(func(c *common) {
 		if l == nil {
-			c.fail("nil logger")
+			c.Fail("nil logger")
 		}
 		c.logger = l
-	}
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // lookupTimeout bounds the question "which stream captures this subject?"
@@ -20,16 +20,16 @@ const lookupTimeout = 5 * time.Second
 
 // failed names the event and subject in err, an error of NATS or
 // JetStream, and classifies it: outbox.Permanent for a message that can
-// never be stored, outbox.Unavailable when NATS or JetStream cannot take
-// it now, and as it is otherwise.
-func (p *Publisher) failed(e *outbox.Envelope, subject string, err error) error {
+// never be stored, outbox.Unavailable when NATS or JetStream is down (the
+// rule of relay.Publisher, adapterkit.Outage), and as it is otherwise.
+func (p *Publisher) failed(ctx context.Context, e *outbox.Envelope, subject string, err error) error {
 	wrapped := fmt.Errorf("outboxnats: publishing event %s (%s) to %s: %w", e.ID, e.Type, subject, err)
 	switch {
 	case errors.Is(err, ErrNoStream):
 		return wrapped
 	case tooLarge(err):
 		return outbox.Permanent(fmt.Errorf("%w: %w", ErrInvalidMessage, wrapped))
-	case isOutage(err):
+	case adapterkit.Outage(ctx, err, natsDown):
 		return outbox.Unavailable(wrapped)
 	}
 	return wrapped
@@ -60,10 +60,10 @@ func tooLarge(err error) bool {
 		(errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum)
 }
 
-// outages are the errors of a NATS connection, or a JetStream publisher,
+// natsDownErrors are the errors of a NATS connection, or a JetStream publisher,
 // that cannot send or did not hear back: none says anything of the
 // message.
-var outages = []error{
+var natsDownErrors = []error{
 	nats.ErrConnectionClosed, jetstream.ErrConnectionClosed,
 	nats.ErrDisconnected,
 	nats.ErrConnectionReconnecting,
@@ -78,11 +78,11 @@ var outages = []error{
 	jetstream.ErrJetStreamPublisherClosed,
 	jetstream.ErrJetStreamNotEnabled, jetstream.ErrJetStreamNotEnabledForAccount,
 	jetstream.ErrServerShutdown,
-	context.DeadlineExceeded, context.Canceled, // no acknowledgement in time
 }
 
-// isOutage reports whether err means that NATS or JetStream cannot take a
-// message now, rather than that the message is at fault.
+// natsDown reports whether err is NATS's or JetStream's own way of saying
+// that it cannot take a message now; adapterkit.Outage adds the end of
+// the context (no acknowledgement in time) and transport failures.
 //
 // Observed with nats.go v1.55 against nats-server 2.9: a server that goes
 // away fails the acknowledgements in flight with nats.ErrDisconnected (the
@@ -91,20 +91,14 @@ var outages = []error{
 // reconnecting is acknowledged only after the reconnect, so its wait ends
 // in the ack timeout; a stream that is full under DiscardNew answers 503
 // (err_code 10077), as does a server short of resources.
-func isOutage(err error) bool {
-	for _, o := range outages {
+func natsDown(err error) bool {
+	for _, o := range natsDownErrors {
 		if errors.Is(err, o) {
 			return true
 		}
 	}
-	var (
-		api *jetstream.APIError
-		ne  net.Error
-	)
-	if errors.As(err, &api) {
-		return api.Code == 503
-	}
-	return errors.As(err, &ne)
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.Code == 503
 }
 
 // headerOK reports whether an event header may be copied to the message's

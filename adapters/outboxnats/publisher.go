@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -52,22 +51,22 @@ var (
 // connects again.
 func NewPublisher(js jetstream.JetStream, opts ...Option) (*Publisher, error) {
 	cfg := pubConfig{
+		common:         newCommon(),
 		source:         outbox.DefaultSource,
 		defaultSubject: DefaultSubject,
 		ackTimeout:     DefaultAckTimeout,
-		logger:         slog.Default(),
 	}
 	if js == nil {
-		cfg.fail("nil JetStream")
+		cfg.Fail("nil JetStream")
 	}
 	for _, o := range opts {
 		if o == nil {
-			cfg.fail("nil option")
+			cfg.Fail("nil option")
 			continue
 		}
-		o(&cfg)
+		o.applyPublisher(&cfg)
 	}
-	if err := errors.Join(cfg.errs...); err != nil {
+	if err := cfg.Err(); err != nil {
 		return nil, err
 	}
 	return &Publisher{js: js, cfg: cfg}, nil
@@ -143,12 +142,12 @@ func (p *Publisher) PublishBatch(ctx context.Context, es []*outbox.Envelope) []e
 		down := fmt.Errorf("%w (connection %s)", nats.ErrDisconnected, nc.Status())
 		for i := range es {
 			if errs[i] == nil {
-				errs[i] = p.failed(es[i], msgs[i].Subject, down)
+				errs[i] = p.failed(ctx, es[i], msgs[i].Subject, down)
 			}
 		}
 		return errs
 	}
-	futures := p.send(es, msgs, errs)
+	futures := p.send(ctx, es, msgs, errs)
 	p.await(ctx, es, msgs, futures, errs)
 	return errs
 }
@@ -156,7 +155,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, es []*outbox.Envelope) []e
 // send publishes each message that has no error yet, asynchronously, and
 // returns the futures of the sent ones. After a failure that says NATS is
 // down, it sends nothing more.
-func (p *Publisher) send(es []*outbox.Envelope, msgs []*nats.Msg, errs []error) []jetstream.PubAckFuture {
+func (p *Publisher) send(ctx context.Context, es []*outbox.Envelope, msgs []*nats.Msg, errs []error) []jetstream.PubAckFuture {
 	futures := make([]jetstream.PubAckFuture, len(es))
 	var down error
 	for i, m := range msgs {
@@ -164,12 +163,12 @@ func (p *Publisher) send(es []*outbox.Envelope, msgs []*nats.Msg, errs []error) 
 			continue
 		}
 		if down != nil {
-			errs[i] = p.failed(es[i], m.Subject, fmt.Errorf("not sent after an earlier failure: %w", down))
+			errs[i] = p.failed(ctx, es[i], m.Subject, fmt.Errorf("not sent after an earlier failure: %w", down))
 			continue
 		}
 		f, err := p.js.PublishMsgAsync(m, jetstream.WithStallWait(p.cfg.ackTimeout))
 		if err != nil {
-			if errs[i] = p.failed(es[i], m.Subject, err); outbox.IsUnavailable(errs[i]) {
+			if errs[i] = p.failed(ctx, es[i], m.Subject, err); outbox.IsUnavailable(errs[i]) {
 				down = err
 			}
 			continue
@@ -210,7 +209,7 @@ func (p *Publisher) await(ctx context.Context, es []*outbox.Envelope, msgs []*na
 			}
 			err = fmt.Errorf("%w: %w", verdict, err)
 		}
-		errs[i] = p.failed(es[i], subject, err)
+		errs[i] = p.failed(ctx, es[i], subject, err)
 	}
 }
 

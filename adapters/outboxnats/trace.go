@@ -3,15 +3,10 @@ package outboxnats
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime/debug"
-
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
+	"github.com/gormoutbox/outbox/internal/semconv"
 )
 
 // errPanic is wrapped by the error of a handler that panicked.
@@ -24,38 +19,17 @@ var errPanic = errors.New("outboxnats: handler panicked")
 func (c *Consumer) handle(ctx context.Context, d Delivery, e *outbox.Envelope) error {
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.handlerTimeout)
 	defer cancel()
-	hctx = c.prop.Extract(hctx, propagation.MapCarrier(e.Headers))
-	hctx, span := c.tracer.Start(hctx, "process "+d.Subject,
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "nats"),
-			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.destination.name", d.Subject),
-			attribute.String("messaging.consumer.group.name", d.Consumer),
-			attribute.Int64("messaging.nats.stream_sequence", int64(d.StreamSeq)),
-			attribute.Int64("messaging.nats.num_delivered", int64(d.NumDelivered)),
-			attribute.String("messaging.message.id", e.ID),
-			attribute.String("cloudevents.event_id", e.ID),
-			attribute.String("cloudevents.event_type", e.Type),
-			attribute.String("cloudevents.event_source", e.Source),
-			attribute.Int("outbox.attempt", e.Attempt),
-		))
-	defer span.End()
-	err := c.call(withEnvelope(withDelivery(hctx, d), e), e)
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	return err
+	attrs := semconv.ProcessAttributes("nats", d.Subject, e,
+		semconv.ConsumerGroup.String(d.Consumer),
+		semconv.NATSStreamSequence.Int64(int64(d.StreamSeq)),
+		semconv.NATSNumDelivered.Int64(int64(d.NumDelivered)),
+		semconv.MessageID.String(e.ID))
+	return adapterkit.Process(hctx, c.tracer, "process "+d.Subject, adapterkit.Headers(e), attrs, func(ctx context.Context) error {
+		return c.call(withEnvelope(withDelivery(ctx, d), e), e)
+	})
 }
 
 // call runs the handler, turning a panic into an error.
-func (c *Consumer) call(ctx context.Context, e *outbox.Envelope) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %v", errPanic, p)
-			c.log.Error("outboxnats: handler panicked", "event_id", e.ID, "event_type", e.Type, "panic", p, "stack", string(debug.Stack()))
-		}
-	}()
-	return c.h.Handle(ctx, e)
+func (c *Consumer) call(ctx context.Context, e *outbox.Envelope) error {
+	return adapterkit.Call(c.log, errPanic, e, func() error { return c.h.Handle(ctx, e) })
 }

@@ -5,16 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/gormoutbox/outbox/internal/adapterkit"
+	"github.com/gormoutbox/outbox/internal/adapterkit/redisdown"
 	"github.com/gormoutbox/outbox/relay"
 )
 
@@ -35,7 +35,6 @@ type Consumer struct {
 	cfg    consumerConfig
 	log    *slog.Logger
 	tracer trace.Tracer
-	prop   propagation.TextMapPropagator
 
 	excusedKey string // see ExcusedKey
 
@@ -53,6 +52,7 @@ type Consumer struct {
 // Run calls.
 func NewConsumer(rdb redis.UniversalClient, stream, group, consumer string, h Handler, opts ...ConsumerOption) *Consumer {
 	cfg := consumerConfig{
+		common:        newCommon(),
 		startID:       DefaultStartID,
 		block:         DefaultBlock,
 		count:         DefaultCount,
@@ -61,23 +61,27 @@ func NewConsumer(rdb redis.UniversalClient, stream, group, consumer string, h Ha
 		maxDeliveries: DefaultMaxDeliveries,
 	}
 	for _, o := range opts {
-		o(&cfg)
+		if o == nil {
+			cfg.Fail("nil option")
+			continue
+		}
+		o.applyConsumer(&cfg)
 	}
 	switch {
 	case rdb == nil:
-		cfg.fail("nil redis client")
+		cfg.Fail("nil redis client")
 	case stream == "":
-		cfg.fail("empty stream")
+		cfg.Fail("empty stream")
 	case group == "":
-		cfg.fail("empty group")
+		cfg.Fail("empty group")
 	case consumer == "":
-		cfg.fail("empty consumer name")
+		cfg.Fail("empty consumer name")
 	case h == nil:
-		cfg.fail("nil handler")
+		cfg.Fail("nil handler")
 	}
 	if v, ok := h.(relay.Validator); ok {
 		if err := v.Validate(); err != nil {
-			cfg.errs = append(cfg.errs, err)
+			cfg.Add(err)
 		}
 	}
 	if cfg.handlerTimeout == 0 {
@@ -101,7 +105,6 @@ func NewConsumer(rdb redis.UniversalClient, stream, group, consumer string, h Ha
 		cfg:        cfg,
 		log:        cfg.logger.With(slog.String("stream", stream), slog.String("group", group), slog.String("consumer", consumer)),
 		tracer:     cfg.tracerProvider.Tracer(tracerName),
-		prop:       propagation.TraceContext{},
 		cursor:     "0-0",
 		waiting:    map[string]bool{},
 		acked:      map[string]bool{},
@@ -111,7 +114,7 @@ func NewConsumer(rdb redis.UniversalClient, stream, group, consumer string, h Ha
 
 // Validate reports the configuration errors (joined), each wrapping
 // ErrInvalidOption, or nil.
-func (c *Consumer) Validate() error { return errors.Join(c.cfg.errs...) }
+func (c *Consumer) Validate() error { return c.cfg.Err() }
 
 // Run consumes until ctx ends, then finishes the message in hand and
 // returns nil. It creates the consumer group if it is missing (XGROUP
@@ -143,18 +146,18 @@ func (c *Consumer) Run(ctx context.Context) error {
 				st.groupReady = false
 			}
 			failures++
-			wait := retryStep(failures)
+			wait := adapterkit.RetryStep(failures)
 			level := slog.LevelError
-			if isOutage(err) {
+			if redisdown.Outage(ctx, err) {
 				level = slog.LevelWarn
 			}
 			c.log.Log(ctx, level, "outboxredis consumer: redis command failed; retrying", "error", err, "retry_in", wait)
-			sleep(ctx, wait)
+			adapterkit.Sleep(ctx, wait)
 		case unavailable:
 			failures = 0
-			pause = min(max(2*pause, time.Second), 30*time.Second)
+			pause = adapterkit.NextPause(pause, time.Second, 30*time.Second)
 			c.log.Warn("outboxredis consumer: handler reported its transport unavailable; pausing", "retry_in", pause)
-			sleep(ctx, pause)
+			adapterkit.Sleep(ctx, pause)
 		default:
 			failures, pause = 0, 0
 		}
@@ -245,24 +248,4 @@ func (c *Consumer) read(ctx context.Context, block time.Duration) ([]redis.XMess
 		msgs = append(msgs, s.Messages...)
 	}
 	return msgs, nil
-}
-
-// retryStep is the wait after n consecutive Redis failures: 100ms doubling
-// to 5s, with jitter.
-func retryStep(n int) time.Duration {
-	d := 5 * time.Second
-	if n < 7 {
-		d = 100 * time.Millisecond << max(n-1, 0)
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// sleep waits for d or the end of ctx.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

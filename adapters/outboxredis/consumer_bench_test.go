@@ -43,7 +43,7 @@ func benchConsumer(b *testing.B, pubOpts []outboxredis.Option, conOpts []outboxr
 		var handled atomic.Int64
 		h := outboxredis.HandlerFunc(func(context.Context, *outbox.Envelope) error { handled.Add(1); return nil })
 		c := outboxredis.NewConsumer(rdb, stream, "g", "c", h, append(conOpts,
-			outboxredis.WithConsumerLogger(testLogger(b)), outboxredis.WithCount(100), outboxredis.WithBlock(10*time.Millisecond))...)
+			outboxredis.WithLogger(testLogger(b)), outboxredis.WithCount(100), outboxredis.WithBlock(10*time.Millisecond))...)
 		start := time.Now()
 		stop := run(b, c)
 		eventually(b, 5*time.Minute, "the backlog handled", func() bool { return handled.Load() >= n })

@@ -2,8 +2,6 @@ package outboxredis
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"regexp"
 	"time"
 
@@ -20,9 +18,6 @@ const (
 	DefaultMaxDeliveries = 10
 )
 
-// ConsumerOption configures a Consumer.
-type ConsumerOption func(*consumerConfig)
-
 type consumerConfig struct {
 	startID        string
 	block          time.Duration
@@ -35,13 +30,8 @@ type consumerConfig struct {
 	keyOrder       bool
 	deadStream     string
 	onDead         func(ctx context.Context, d DeadMessage)
-	logger         *slog.Logger
 	tracerProvider trace.TracerProvider
-	errs           []error
-}
-
-func (c *consumerConfig) fail(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+	common
 }
 
 var entryID = regexp.MustCompile(`^[0-9]+(-[0-9]+)?$`)
@@ -51,35 +41,35 @@ var entryID = regexp.MustCompile(`^[0-9]+(-[0-9]+)?$`)
 // entries added afterwards, or an entry id. An existing group keeps its
 // position.
 func WithStartID(id string) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if id != "$" && !entryID.MatchString(id) {
-			c.fail("start id %q is neither \"$\" nor an entry id", id)
+			c.Fail("start id %q is neither \"$\" nor an entry id", id)
 		}
 		c.startID = id
-	}
+	})
 }
 
 // WithBlock sets how long one XREADGROUP waits for new entries (default
 // 2s, 1ms to 1 minute). Run notices the end of its context only between
 // reads, so it returns up to this long after the context ends.
 func WithBlock(d time.Duration) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if d < time.Millisecond || d > time.Minute {
-			c.fail("block %v is not between 1ms and 1m", d)
+			c.Fail("block %v is not between 1ms and 1m", d)
 		}
 		c.block = d
-	}
+	})
 }
 
 // WithCount sets how many entries one read or claim takes (default 10, 1
 // to 10000). Entries taken are handled one at a time.
 func WithCount(n int) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if n < 1 || n > 10000 {
-			c.fail("count %d is not between 1 and 10000", n)
+			c.Fail("count %d is not between 1 and 10000", n)
 		}
 		c.count = int64(n)
-	}
+	})
 }
 
 // WithMinIdle sets how long a message must have been pending, unacknowledged
@@ -89,36 +79,36 @@ func WithCount(n int) ConsumerOption {
 // slow message is handled twice at once. It is also the default handler
 // timeout.
 func WithMinIdle(d time.Duration) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if d < time.Millisecond {
-			c.fail("min idle %v is shorter than 1ms", d)
+			c.Fail("min idle %v is shorter than 1ms", d)
 		}
 		c.minIdle = d
-	}
+	})
 }
 
 // WithClaimInterval sets how often the consumer looks for messages to claim
 // or retry (default half the shortest of the min idle time, the retry delay
 // and 20s).
 func WithClaimInterval(d time.Duration) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if d < time.Millisecond {
-			c.fail("claim interval %v is shorter than 1ms", d)
+			c.Fail("claim interval %v is shorter than 1ms", d)
 		}
 		c.claimInterval = d
-	}
+	})
 }
 
 // WithRetryDelay sets how long a message whose handler failed stays
 // pending before this consumer delivers it again (default 5s, at least
 // 1ms). Another consumer may take it over after the min idle time.
 func WithRetryDelay(d time.Duration) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if d < time.Millisecond {
-			c.fail("retry delay %v is shorter than 1ms", d)
+			c.Fail("retry delay %v is shorter than 1ms", d)
 		}
 		c.retryDelay = d
-	}
+	})
 }
 
 // WithHandlerTimeout bounds each handler run: its context ends after d
@@ -126,12 +116,12 @@ func WithRetryDelay(d time.Duration) ConsumerOption {
 // message). The handler's context does not end with Run's: Run finishes
 // the message in hand before it returns.
 func WithHandlerTimeout(d time.Duration) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if d < time.Millisecond {
-			c.fail("handler timeout %v is shorter than 1ms", d)
+			c.Fail("handler timeout %v is shorter than 1ms", d)
 		}
 		c.handlerTimeout = d
-	}
+	})
 }
 
 // WithMaxDeliveries sets how many times a message's handler runs at most
@@ -143,56 +133,46 @@ func WithHandlerTimeout(d time.Duration) ConsumerOption {
 // handler, do not count; a delivery cut short by a crash of its consumer
 // does (see the package documentation).
 func WithMaxDeliveries(n int) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if n < 1 {
-			c.fail("max deliveries %d is less than 1", n)
+			c.Fail("max deliveries %d is less than 1", n)
 		}
 		c.maxDeliveries = int64(n)
-	}
+	})
 }
 
 // WithDeadLetterStream appends every dead message to stream before it is
 // acknowledged: its fields, plus "dead_reason", "dead_stream",
 // "dead_entry_id", "dead_group" and "dead_deliveries". The default is none.
 func WithDeadLetterStream(stream string) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if stream == "" {
-			c.fail("empty dead-letter stream")
+			c.Fail("empty dead-letter stream")
 		}
 		c.deadStream = stream
-	}
+	})
 }
 
 // WithOnDead calls fn once for every dead message, after it is
 // acknowledged. fn runs in the consumer's loop: keep it short.
 func WithOnDead(fn func(ctx context.Context, d DeadMessage)) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if fn == nil {
-			c.fail("nil OnDead callback")
+			c.Fail("nil OnDead callback")
 		}
 		c.onDead = fn
-	}
-}
-
-// WithConsumerLogger sets the logger (default slog.Default()).
-func WithConsumerLogger(l *slog.Logger) ConsumerOption {
-	return func(c *consumerConfig) {
-		if l == nil {
-			c.fail("nil logger")
-		}
-		c.logger = l
-	}
+	})
 }
 
 // WithTracerProvider sets where consumer spans are created (default
 // otel.GetTracerProvider(), looked up when the Consumer is made).
 func WithTracerProvider(tp trace.TracerProvider) ConsumerOption {
-	return func(c *consumerConfig) {
+	return consumerOption(func(c *consumerConfig) {
 		if tp == nil {
-			c.fail("nil tracer provider")
+			c.Fail("nil tracer provider")
 		}
 		c.tracerProvider = tp
-	}
+	})
 }
 
 // WithKeyOrder makes the consumer handle the events of one partition key
@@ -210,5 +190,5 @@ func WithTracerProvider(tp trace.TracerProvider) ConsumerOption {
 // letter; and a consumer that dies holding an entry holds up its key until
 // another consumer adopts it (WithMinIdle). See the package documentation.
 func WithKeyOrder() ConsumerOption {
-	return func(c *consumerConfig) { c.keyOrder = true }
+	return consumerOption(func(c *consumerConfig) { c.keyOrder = true })
 }

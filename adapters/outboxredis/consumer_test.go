@@ -309,7 +309,7 @@ func TestConsumerValidate(t *testing.T) {
 		"deliveries":     outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithMaxDeliveries(0)),
 		"dead stream":    outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithDeadLetterStream("")),
 		"on dead":        outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithOnDead(nil)),
-		"logger":         outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithConsumerLogger(nil)),
+		"logger":         outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithLogger(nil)),
 		"tracer":         outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithTracerProvider(nil)),
 		"idem store":     outboxredis.NewConsumer(rdb, "s", "g", "c", outboxredis.Idempotent(nil, "n", h)),
 		"idem name":      outboxredis.NewConsumer(rdb, "s", "g", "c", outboxredis.IdempotentTx(nil, "", nil)),

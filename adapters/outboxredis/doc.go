@@ -21,8 +21,9 @@
 // transaction, and one entry can fail while the others are appended.
 //
 // When Redis cannot be reached (connection refused or cut, i/o timeouts, a
-// closed client) or cannot serve (LOADING, OOM, CLUSTERDOWN …), the error
-// is outbox.Unavailable: the relay releases the batch without spending any
+// closed client), cannot serve (LOADING, OOM, CLUSTERDOWN …) or does not
+// answer before the relay's deadline, the error is outbox.Unavailable (the
+// rule of relay.Publisher): the relay releases the batch without spending any
 // event's attempts and backs off. Other errors, such as WRONGTYPE for a key
 // that is not a stream, are retried as usual.
 //

@@ -3,12 +3,12 @@ package outboxredis
 import (
 	"context"
 	"fmt"
-	"unicode/utf8"
 
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/idempotency"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // Handler handles one event read from a stream. Its error decides the
@@ -35,9 +35,6 @@ func (f HandlerFunc) Handle(ctx context.Context, e *outbox.Envelope) error { ret
 // its idempotency record commits too (see IdempotentTx).
 type TxHandlerFunc func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error
 
-// maxNameLen keeps "<event id>:<handler name>" within idempotency.MaxKeyLen.
-const maxNameLen = idempotency.MaxHandlerNameLen
-
 // Idempotent returns a Handler that runs h for an event unless h already
 // succeeded for it, as recorded in store under "<event id>:<name>"
 // (idempotency.Store.Do): duplicate stream entries and redeliveries skip
@@ -46,7 +43,11 @@ const maxNameLen = idempotency.MaxHandlerNameLen
 // event arriving elsewhere fails with idempotency.ErrInProgress and stays
 // pending, to be retried.
 func Idempotent(store *idempotency.Store, name string, h Handler) Handler {
-	return &idempotent{store: store, name: name, h: h}
+	m := &idempotent{adapterkit.Idempotent{Store: store, Name: name}}
+	if h != nil {
+		m.Fn = h.Handle
+	}
+	return m
 }
 
 // IdempotentTx returns a Handler that runs fn inside a transaction of
@@ -54,39 +55,18 @@ func Idempotent(store *idempotency.Store, name string, h Handler) Handler {
 // (idempotency.Store.DoTx): fn's writes through tx happen exactly once per
 // event, whatever the duplicates and redeliveries.
 func IdempotentTx(store *idempotency.Store, name string, fn TxHandlerFunc) Handler {
-	return &idempotent{store: store, name: name, tx: fn}
+	return &idempotent{adapterkit.Idempotent{Store: store, Name: name, Tx: fn}}
 }
 
-type idempotent struct {
-	store *idempotency.Store
-	name  string
-	h     Handler
-	tx    TxHandlerFunc
-}
+type idempotent struct{ adapterkit.Idempotent }
 
 // Validate reports a nil store or function and a bad name; Consumer's
 // Validate calls it.
 func (m *idempotent) Validate() error {
-	switch {
-	case m.store == nil:
-		return fmt.Errorf("%w: idempotent handler %q: nil store", ErrInvalidOption, m.name)
-	case m.h == nil && m.tx == nil:
-		return fmt.Errorf("%w: idempotent handler %q: nil handler", ErrInvalidOption, m.name)
-	case m.name == "":
-		return fmt.Errorf("%w: idempotent handler: empty name", ErrInvalidOption)
-	case utf8.RuneCountInString(m.name) > maxNameLen:
-		return fmt.Errorf("%w: idempotent handler %q: name longer than %d characters", ErrInvalidOption, m.name, maxNameLen)
+	if err := m.Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	return nil
-}
-
-// Handle runs the handler once per event id.
-func (m *idempotent) Handle(ctx context.Context, e *outbox.Envelope) error {
-	key := idempotency.HandlerKey(e.ID, m.name)
-	if m.tx != nil {
-		return m.store.DoTx(ctx, key, func(tx *gorm.DB) error { return m.tx(ctx, tx, e) })
-	}
-	return m.store.Do(ctx, key, func(ctx context.Context) error { return m.h.Handle(ctx, e) })
 }
 
 // Delivery describes the stream entry a handler is given.

@@ -69,7 +69,7 @@ func streamName(t testing.TB, rdb *redis.Client, prefix string, suffixes ...stri
 // consumerOpts are fast settings for tests.
 func consumerOpts(t testing.TB, more ...outboxredis.ConsumerOption) []outboxredis.ConsumerOption {
 	return append([]outboxredis.ConsumerOption{
-		outboxredis.WithConsumerLogger(testLogger(t)),
+		outboxredis.WithLogger(testLogger(t)),
 		outboxredis.WithBlock(50 * time.Millisecond),
 		outboxredis.WithMinIdle(400 * time.Millisecond),
 		outboxredis.WithRetryDelay(50 * time.Millisecond),

@@ -1,10 +1,10 @@
 package outboxredis
 
 import (
-	"fmt"
 	"log/slog"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/optionerr"
 )
 
 // DefaultStream is the stream of events that have no Topic (and that the
@@ -24,7 +24,44 @@ const (
 )
 
 // Option configures a StreamPublisher.
-type Option func(*pubConfig)
+type Option interface {
+	applyPublisher(*pubConfig)
+}
+
+// ConsumerOption configures a Consumer.
+type ConsumerOption interface {
+	applyConsumer(*consumerConfig)
+}
+
+// SharedOption configures both a publisher and a Consumer.
+type SharedOption interface {
+	Option
+	ConsumerOption
+}
+
+// common holds the settings of SharedOption and the configuration errors
+// of both sides.
+type common struct {
+	logger *slog.Logger
+	optionerr.Errors
+}
+
+func newCommon() common {
+	return common{logger: slog.Default(), Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
+}
+
+type pubOption func(*pubConfig)
+
+func (f pubOption) applyPublisher(c *pubConfig) { f(c) }
+
+type consumerOption func(*consumerConfig)
+
+func (f consumerOption) applyConsumer(c *consumerConfig) { f(c) }
+
+type sharedOption func(*common)
+
+func (f sharedOption) applyPublisher(c *pubConfig)     { f(&c.common) }
+func (f sharedOption) applyConsumer(c *consumerConfig) { f(&c.common) }
 
 type pubConfig struct {
 	source        string
@@ -34,54 +71,49 @@ type pubConfig struct {
 	maxLen        int64
 	producerID    string
 	keyChain      bool
-	logger        *slog.Logger
-	errs          []error
-}
-
-func (c *pubConfig) fail(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+	common
 }
 
 // WithSource sets the CloudEvents source of the events published, when
 // the envelope has none (default outbox.DefaultSource). It must not be
 // empty.
 func WithSource(source string) Option {
-	return func(c *pubConfig) {
+	return pubOption(func(c *pubConfig) {
 		if source == "" {
-			c.fail("empty source")
+			c.Fail("empty source")
 		}
 		c.source = source
-	}
+	})
 }
 
 // WithDefaultStream sets the stream of events with no Topic (default
 // DefaultStream, "outbox"). It must not be empty. WithStreamPrefix
 // applies to it too.
 func WithDefaultStream(name string) Option {
-	return func(c *pubConfig) {
+	return pubOption(func(c *pubConfig) {
 		if name == "" {
-			c.fail("empty default stream")
+			c.Fail("empty default stream")
 		}
 		c.defaultStream = name
-	}
+	})
 }
 
 // WithStreamPrefix puts prefix before every stream name, such as "app:"
 // to make "app:orders" of the topic "orders". The default is none.
 func WithStreamPrefix(prefix string) Option {
-	return func(c *pubConfig) { c.prefix = prefix }
+	return pubOption(func(c *pubConfig) { c.prefix = prefix })
 }
 
 // WithStreamFunc chooses the stream of each event with fn instead of its
 // Topic. An empty result means the default stream. The prefix of
 // WithStreamPrefix is added to fn's result.
 func WithStreamFunc(fn func(e *outbox.Envelope) string) Option {
-	return func(c *pubConfig) {
+	return pubOption(func(c *pubConfig) {
 		if fn == nil {
-			c.fail("nil stream function")
+			c.Fail("nil stream function")
 		}
 		c.streamFunc = fn
-	}
+	})
 }
 
 // WithMaxLen trims every stream written to about n entries (XADD MAXLEN ~ n):
@@ -90,12 +122,12 @@ func WithStreamFunc(fn func(e *outbox.Envelope) string) Option {
 // everything. Keep n well above the consumers' backlog: an entry trimmed
 // before a consumer group read it is never delivered to that group.
 func WithMaxLen(n int64) Option {
-	return func(c *pubConfig) {
+	return pubOption(func(c *pubConfig) {
 		if n < 0 {
-			c.fail("max length %d is negative", n)
+			c.Fail("max length %d is negative", n)
 		}
 		c.maxLen = n
-	}
+	})
 }
 
 // WithIdempotentProducer asks Redis to drop duplicate appends of one event
@@ -108,22 +140,23 @@ func WithMaxLen(n int64) Option {
 // producerID names this producer to Redis and must not be empty; use the
 // same one in every relay process of an application.
 func WithIdempotentProducer(producerID string) Option {
-	return func(c *pubConfig) {
+	return pubOption(func(c *pubConfig) {
 		if producerID == "" {
-			c.fail("empty idempotent producer id")
+			c.Fail("empty idempotent producer id")
 		}
 		c.producerID = producerID
-	}
+	})
 }
 
 // WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option {
-	return func(c *pubConfig) {
+// It is a SharedOption: the same option configures a Consumer.
+func WithLogger(l *slog.Logger) SharedOption {
+	return sharedOption(func(c *common) {
 		if l == nil {
-			c.fail("nil logger")
+			c.Fail("nil logger")
 		}
 		c.logger = l
-	}
+	})
 }
 
 // WithKeyChain makes every event with a PartitionKey name, in its entry's
@@ -137,5 +170,5 @@ func WithLogger(l *slog.Logger) Option {
 // appended as usual. Chained appends do not use IDMP
 // (WithIdempotentProducer): consumers dedupe by event id.
 func WithKeyChain() Option {
-	return func(c *pubConfig) { c.keyChain = true }
+	return pubOption(func(c *pubConfig) { c.keyChain = true })
 }

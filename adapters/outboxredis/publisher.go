@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/adapterkit/redisdown"
 	"github.com/gormoutbox/outbox/relay"
 )
 
@@ -32,12 +33,16 @@ var (
 // default stream, after the prefix of WithStreamPrefix. A bad option is
 // reported by Validate, which relay.New calls.
 func NewStreamPublisher(rdb redis.UniversalClient, opts ...Option) *StreamPublisher {
-	cfg := pubConfig{source: outbox.DefaultSource, defaultStream: DefaultStream}
+	cfg := pubConfig{source: outbox.DefaultSource, defaultStream: DefaultStream, common: newCommon()}
 	for _, o := range opts {
-		o(&cfg)
+		if o == nil {
+			cfg.Fail("nil option")
+			continue
+		}
+		o.applyPublisher(&cfg)
 	}
 	if rdb == nil {
-		cfg.fail("nil redis client")
+		cfg.Fail("nil redis client")
 	}
 	log := cfg.logger
 	if log == nil {
@@ -48,7 +53,7 @@ func NewStreamPublisher(rdb redis.UniversalClient, opts ...Option) *StreamPublis
 
 // Validate reports the first configuration errors (joined), each wrapping
 // ErrInvalidOption, or nil.
-func (p *StreamPublisher) Validate() error { return errors.Join(p.cfg.errs...) }
+func (p *StreamPublisher) Validate() error { return p.cfg.Err() }
 
 // Stream returns the stream that e is appended to.
 func (p *StreamPublisher) Stream(e *outbox.Envelope) string {
@@ -63,7 +68,8 @@ func (p *StreamPublisher) Stream(e *outbox.Envelope) string {
 }
 
 // Publish appends e to its stream. It returns outbox.Unavailable(err) when
-// Redis cannot be reached (the relay then spends no attempt),
+// Redis is down, by the rule of relay.Publisher (the relay then spends no
+// attempt),
 // outbox.Permanent(err) when e cannot be encoded, and the error otherwise.
 func (p *StreamPublisher) Publish(ctx context.Context, e *outbox.Envelope) error {
 	args, err := p.args(e, p.useIDMP(ctx))
@@ -77,9 +83,20 @@ func (p *StreamPublisher) Publish(ctx context.Context, e *outbox.Envelope) error
 		cmd = p.rdb.XAdd(ctx, args)
 	}
 	if err := cmd.Err(); err != nil {
-		return classify(fmt.Errorf("outboxredis: XADD event %s to %s: %w", e.ID, args.Stream, err))
+		return failed(ctx, e.ID, args.Stream, err)
 	}
 	return nil
+}
+
+// failed names the event and stream in err, an error of XADD under ctx,
+// and marks it outbox.Unavailable when Redis is down (the rule of
+// relay.Publisher), classified on err itself, before the names are added.
+func failed(ctx context.Context, id, stream string, err error) error {
+	wrapped := fmt.Errorf("outboxredis: XADD event %s to %s: %w", id, stream, err)
+	if redisdown.Outage(ctx, err) {
+		return outbox.Unavailable(wrapped)
+	}
+	return wrapped
 }
 
 // PublishBatch appends the events in one pipeline (not a transaction) and
@@ -117,7 +134,7 @@ func (p *StreamPublisher) PublishBatch(ctx context.Context, es []*outbox.Envelop
 			continue
 		}
 		if err := cmd.Err(); err != nil {
-			errs[i] = classify(fmt.Errorf("outboxredis: XADD event %s to %s: %w", es[i].ID, streams[i], err))
+			errs[i] = failed(ctx, es[i].ID, streams[i], err)
 		}
 	}
 	return errs

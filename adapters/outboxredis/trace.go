@@ -3,15 +3,10 @@ package outboxredis
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime/debug"
-
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
+	"github.com/gormoutbox/outbox/internal/semconv"
 )
 
 // errPanic is wrapped by the error of a handler that panicked.
@@ -24,37 +19,16 @@ var errPanic = errors.New("outboxredis: handler panicked")
 func (c *Consumer) handle(ctx context.Context, d Delivery, e *outbox.Envelope) error {
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.handlerTimeout)
 	defer cancel()
-	hctx = c.prop.Extract(hctx, propagation.MapCarrier(e.Headers))
-	hctx, span := c.tracer.Start(hctx, "process "+d.Stream,
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "redis"),
-			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.destination.name", d.Stream),
-			attribute.String("messaging.consumer.group.name", d.Group),
-			attribute.String("messaging.message.id", d.EntryID),
-			attribute.Int64("messaging.redis.delivery_count", d.Deliveries),
-			attribute.String("cloudevents.event_id", e.ID),
-			attribute.String("cloudevents.event_type", e.Type),
-			attribute.String("cloudevents.event_source", e.Source),
-			attribute.Int("outbox.attempt", e.Attempt),
-		))
-	defer span.End()
-	err := c.call(withDelivery(hctx, d), e)
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	return err
+	attrs := semconv.ProcessAttributes("redis", d.Stream, e,
+		semconv.ConsumerGroup.String(d.Group),
+		semconv.MessageID.String(d.EntryID),
+		semconv.RedisDeliveryCount.Int64(d.Deliveries))
+	return adapterkit.Process(hctx, c.tracer, "process "+d.Stream, adapterkit.Headers(e), attrs, func(ctx context.Context) error {
+		return c.call(withDelivery(ctx, d), e)
+	})
 }
 
 // call runs the handler, turning a panic into an error.
-func (c *Consumer) call(ctx context.Context, e *outbox.Envelope) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %v", errPanic, p)
-			c.log.Error("outboxredis: handler panicked", "event_id", e.ID, "event_type", e.Type, "panic", p, "stack", string(debug.Stack()))
-		}
-	}()
-	return c.h.Handle(ctx, e)
+func (c *Consumer) call(ctx context.Context, e *outbox.Envelope) error {
+	return adapterkit.Call(c.log, errPanic, e, func() error { return c.h.Handle(ctx, e) })
 }

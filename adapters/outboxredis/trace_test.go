@@ -175,7 +175,7 @@ func TestConsumerContinuesTheEventsTrace(t *testing.T) {
 		}
 		id := s.attr("cloudevents.event_id").AsString()
 		if s.attr("cloudevents.event_type").AsString() != "order.created" || s.attr("messaging.destination.name").AsString() != stream ||
-			s.attr("messaging.consumer.group.name").AsString() != "g2" || s.attr("outbox.attempt").AsInt64() != 1 {
+			s.attr("messaging.consumer.group.name").AsString() != "g2" || s.attr("outbox.event.attempt").AsInt64() != 1 {
 			t.Errorf("span attributes %v", s.attrs)
 		}
 		switch {

@@ -2,14 +2,12 @@ package outboxredis
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"reflect"
 
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // ErrBadPayload is wrapped, marked outbox.Permanent, by the error of a
@@ -60,24 +58,18 @@ func TxHandlerOf[T any](fn func(ctx context.Context, tx *gorm.DB, v T) error) Tx
 	}
 }
 
-// decodePayload decodes e's JSON payload into a T.
+// decodePayload decodes e's JSON payload into a T, or fails with
+// ErrBadPayload (outbox.Permanent).
 func decodePayload[T any](e *outbox.Envelope) (T, error) {
-	var v T
-	if err := json.Unmarshal(e.Payload, &v); err != nil {
-		return v, outbox.Permanent(fmt.Errorf("%w: event %s (%s) into %s: %w", ErrBadPayload, e.ID, e.Type, reflect.TypeFor[T](), err))
-	}
-	return v, nil
+	return adapterkit.DecodePayload[T](e, ErrBadPayload)
 }
 
-type envelopeKey struct{}
-
 func withEnvelope(ctx context.Context, e *outbox.Envelope) context.Context {
-	return context.WithValue(ctx, envelopeKey{}, e)
+	return adapterkit.WithEnvelope(ctx, e)
 }
 
 // EnvelopeFrom returns the envelope of the event whose handler, made with
 // HandlerOf or TxHandlerOf, received ctx.
 func EnvelopeFrom(ctx context.Context) (*outbox.Envelope, bool) {
-	e, ok := ctx.Value(envelopeKey{}).(*outbox.Envelope)
-	return e, ok
+	return adapterkit.EnvelopeFrom(ctx)
 }

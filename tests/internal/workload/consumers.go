@@ -199,7 +199,7 @@ func StartStreamConsumers(t testing.TB, db *gorm.DB, redisAddr string, n int) *C
 		})
 		cons := outboxredis.NewConsumer(rdb, StreamName, GroupName, name, h,
 			outboxredis.WithBlock(500*time.Millisecond), outboxredis.WithMinIdle(10*time.Second),
-			outboxredis.WithRetryDelay(300*time.Millisecond), outboxredis.WithConsumerLogger(testLogger(t)),
+			outboxredis.WithRetryDelay(300*time.Millisecond), outboxredis.WithLogger(testLogger(t)),
 			outboxredis.WithDeadLetterStream(StreamName+":dead"),
 			outboxredis.WithOnDead(func(context.Context, outboxredis.DeadMessage) {
 				c.mu.Lock()

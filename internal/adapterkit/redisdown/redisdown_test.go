@@ -1,4 +1,4 @@
-package outboxasynq
+package redisdown
 
 import (
 	"context"
@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"syscall"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/gormoutbox/outbox"
 )
 
-func TestRedisDownClassification(t *testing.T) {
+func TestOutageOfAsynqErrors(t *testing.T) {
 	opErr := &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "refused"}}
 	down := []error{
 		// What asynq v0.26 returned in TestRedisOutageIsUnavailable and the
@@ -43,7 +42,7 @@ func TestRedisDownClassification(t *testing.T) {
 		fmt.Errorf("x: %w", context.DeadlineExceeded),
 	}
 	for _, err := range down {
-		if !redisDown(context.Background(), err) {
+		if !Outage(context.Background(), err) {
 			t.Errorf("not classified as an outage: %v", err)
 		}
 	}
@@ -57,33 +56,46 @@ func TestRedisDownClassification(t *testing.T) {
 		errors.New("the GEOFENCE type is unknown"), // EOF inside a word
 	}
 	for _, err := range ordinary {
-		if redisDown(context.Background(), err) {
+		if Outage(context.Background(), err) {
 			t.Errorf("classified as an outage: %v", err)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if !redisDown(ctx, errors.New("anything")) {
+	if !Outage(ctx, errors.New("anything")) {
 		t.Error("an error after the caller's context ended is not the event's fault")
 	}
 }
 
-func TestTaskQueueFallsBackToDefault(t *testing.T) {
-	for name, tc := range map[string]struct {
-		opts  []Option
-		topic string
-		want  string
+// redisErr is an error reply of the server, as go-redis returns it.
+type redisErr string
+
+func (e redisErr) Error() string { return string(e) }
+func (redisErr) RedisError()     {}
+
+func TestOutageOfGoRedisErrors(t *testing.T) {
+	cases := []struct {
+		err  error
+		want bool
 	}{
-		"topic":             {nil, "orders", "orders"},
-		"no topic":          {nil, "", DefaultQueue},
-		"mapped":            {[]Option{WithQueue(func(*outbox.Envelope) string { return "mapped" })}, "orders", "mapped"},
-		"mapped to nothing": {[]Option{WithQueue(func(*outbox.Envelope) string { return "" })}, "orders", DefaultQueue},
-		"mapped to a blank": {[]Option{WithQueue(func(*outbox.Envelope) string { return "  " })}, "orders", DefaultQueue},
-	} {
-		p := NewPublisher(nil, tc.opts...)
-		_, _, q, err := p.task(&outbox.Envelope{ID: "e", Type: "t", Topic: tc.topic})
-		if err != nil || q != tc.want {
-			t.Errorf("%s: queue %q, %v; want %q", name, q, err, tc.want)
+		{io.EOF, true},
+		{fmt.Errorf("XADD: %w", io.ErrUnexpectedEOF), true},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, true},
+		{&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, true},
+		{redis.ErrClosed, true},
+		{redis.ErrPoolTimeout, true},
+		{redisErr("LOADING Redis is loading the dataset in memory"), true},
+		{redisErr("ERR max number of clients reached"), true},
+		{redisErr("OOM command not allowed when used memory > 'maxmemory'."), true},
+		{redisErr("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
+		{redisErr("ERR syntax error"), false},
+		{context.DeadlineExceeded, true}, // the rule of relay.Publisher: the broker did not answer in time
+		{errors.New("boom"), false},
+		{nil, false},
+	}
+	for _, c := range cases {
+		if got := Outage(context.Background(), c.err); got != c.want {
+			t.Errorf("Outage(context.Background(), %v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }

@@ -1,0 +1,107 @@
+package adapterkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/idempotency"
+)
+
+func TestOutageRule(t *testing.T) {
+	broker := errors.New("broker: not now")
+	isBroker := func(err error) bool { return errors.Is(err, broker) }
+	down := []error{
+		context.DeadlineExceeded,
+		fmt.Errorf("x: %w", context.Canceled),
+		io.EOF,
+		fmt.Errorf("x: %w", io.ErrUnexpectedEOF),
+		net.ErrClosed,
+		&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)},
+		fmt.Errorf("x: %w", syscall.ECONNRESET),
+		fmt.Errorf("x: %w", broker),
+	}
+	for _, err := range down {
+		if !Outage(context.Background(), err, isBroker) {
+			t.Errorf("%v: not an outage", err)
+		}
+		if !outbox.IsUnavailable(Classify(context.Background(), err, isBroker)) {
+			t.Errorf("%v: not classified Unavailable", err)
+		}
+	}
+	for _, err := range []error{nil, errors.New("message too large"), fmt.Errorf("x: %w", outbox.ErrInvalidEnvelope)} {
+		if Outage(context.Background(), err, isBroker) {
+			t.Errorf("%v: an outage", err)
+		}
+	}
+	if Outage(context.Background(), broker, nil) {
+		t.Error("a broker error without the broker's check is an outage")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if !Outage(ctx, errors.New("anything"), nil) {
+		t.Error("an error after the context ended is the event's fault")
+	}
+}
+
+func TestCheckHandlerName(t *testing.T) {
+	for _, name := range []string{"", strings.Repeat("é", idempotency.MaxHandlerNameLen+1)} {
+		if err := CheckHandlerName(name); !errors.Is(err, ErrHandlerName) {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+	for _, name := range []string{"billing", strings.Repeat("é", idempotency.MaxHandlerNameLen)} {
+		if err := CheckHandlerName(name); err != nil {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	for n, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 7: 5 * time.Second, 50: 5 * time.Second} {
+		if got := RetryStep(n); got < want/2 || got > want {
+			t.Errorf("RetryStep(%d) = %v, want within [%v, %v]", n, got, want/2, want)
+		}
+	}
+	if got := NextPause(0, time.Second, 30*time.Second); got != time.Second {
+		t.Errorf("first pause %v", got)
+	}
+	if got := NextPause(20*time.Second, time.Second, 30*time.Second); got != 30*time.Second {
+		t.Errorf("capped pause %v", got)
+	}
+}
+
+func TestCallRecoversAPanic(t *testing.T) {
+	sentinel := errors.New("x: handler panicked")
+	log := slog.New(slog.DiscardHandler)
+	err := Call(log, sentinel, &outbox.Envelope{ID: "e"}, func() error { panic("boom") })
+	if !errors.Is(err, sentinel) || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("Call: %v", err)
+	}
+	want := errors.New("plain")
+	if err := Call(log, sentinel, &outbox.Envelope{ID: "e"}, func() error { return want }); err != want {
+		t.Errorf("Call: %v", err)
+	}
+}
+
+func TestDecodePayload(t *testing.T) {
+	bad := errors.New("bad payload")
+	type order struct{ N int }
+	v, err := DecodePayload[order](&outbox.Envelope{Payload: []byte(`{"N":3}`)}, bad)
+	if err != nil || v.N != 3 {
+		t.Errorf("decoded %v, %v", v, err)
+	}
+	_, err = DecodePayload[order](&outbox.Envelope{ID: "e", Payload: []byte(`[`)}, bad)
+	if !errors.Is(err, bad) || !outbox.IsPermanent(err) {
+		t.Errorf("undecodable: %v", err)
+	}
+}

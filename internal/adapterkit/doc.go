@@ -1,0 +1,19 @@
+// Package adapterkit holds what the broker adapters (package inproc and
+// the modules under adapters/) share, so that each rule is written once:
+//
+//   - Outage and Classify: the "is the broker down" rule documented on
+//     relay.Publisher (a transport failure, a broker that cannot take the
+//     message now, or a call whose context ended before the broker
+//     answered), with the broker's own checks plugged in;
+//   - CheckHandlerName: the rule for the names of idempotent handlers;
+//   - Call: panic recovery around a handler;
+//   - RetryStep, NextPause and Sleep: the consumers' backoff;
+//   - Process, the consumer span around a handler (its attribute names
+//     are those of package internal/semconv);
+//   - DecodePayload and the envelope in a handler's context, for the typed
+//     handlers.
+//
+// Options record their errors with package internal/optionerr, which the
+// relay and the idempotency store share. It is internal: nothing here is
+// part of the public API.
+package adapterkit

@@ -1,0 +1,92 @@
+// Package redisdown is the Redis part of the outage rule of package
+// adapterkit, shared by the adapters that talk to Redis (outboxredis and
+// outboxasynq). It is apart from adapterkit so that the adapters of other
+// brokers do not depend on go-redis.
+package redisdown
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gormoutbox/outbox/internal/adapterkit"
+)
+
+// Outage is adapterkit.Outage for an error of a Redis command (of go-redis,
+// or of asynq, which wraps them) made under ctx.
+func Outage(ctx context.Context, err error) bool { return adapterkit.Outage(ctx, err, Down) }
+
+// Classify is adapterkit.Classify for an error of a Redis command.
+func Classify(ctx context.Context, err error) error { return adapterkit.Classify(ctx, err, Down) }
+
+// Down reports whether err is Redis's own way of saying that it cannot
+// serve now: a closed client or an exhausted pool, a server that is
+// loading, busy with a script, failing over, read-only, short of
+// replicas, out of memory, full of clients, or refusing this client's
+// credentials. None is the command's fault.
+//
+// asynq v0.26 keeps the go-redis error in the chain for some commands,
+// but flattens the error of its Lua scripts, which do the enqueue, into
+// text ("UNKNOWN: redis eval error: EOF"). So the types are checked
+// first, and the text after.
+func Down(err error) bool {
+	switch {
+	case errors.Is(err, redis.ErrClosed),
+		errors.Is(err, redis.ErrPoolTimeout),
+		errors.Is(err, redis.ErrPoolExhausted),
+		redis.IsLoadingError(err),
+		redis.IsReadOnlyError(err),
+		redis.IsMasterDownError(err),
+		redis.IsClusterDownError(err),
+		redis.IsTryAgainError(err),
+		redis.IsMaxClientsError(err),
+		redis.IsOOMError(err):
+		return true
+	}
+	return textDown(err.Error())
+}
+
+// downTexts are the messages of connection failures, as go-redis and the
+// net package spell them.
+var downTexts = []string{
+	"connection refused",
+	"connection reset",
+	"connection aborted",
+	"broken pipe",
+	"i/o timeout",
+	"deadline exceeded",
+	"use of closed network connection",
+	"dial tcp",
+	"dial unix",
+	"failed to dial",
+	"no route to host",
+	"network is unreachable",
+	"no such host",
+	"redis: client is closed",
+	"redis: connection pool",
+	"max number of clients reached",
+}
+
+// downReplies are Redis error replies of a server that cannot take writes
+// now or refuses this client.
+var downReplies = regexp.MustCompile(`(?:^|: )(LOADING|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|BUSY|OOM|NOREPLICAS|NOAUTH|WRONGPASS)\b`)
+
+// eof matches "EOF" and "unexpected EOF": the connection closed under the
+// command.
+var eof = regexp.MustCompile(`\bEOF\b`)
+
+func textDown(msg string) bool {
+	if downReplies.MatchString(msg) || eof.MatchString(msg) {
+		return true
+	}
+	lower := strings.ToLower(msg)
+	for _, t := range downTexts {
+		if strings.Contains(lower, t) {
+			return true
+		}
+	}
+	return false
+}
