@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/semconv"
 )
 
 // instrumentationName names the relay's meter and tracer.
@@ -20,11 +21,12 @@ const instrumentationName = "github.com/gormoutbox/outbox/relay"
 
 // Attribute keys of the relay's metrics and spans.
 const (
-	attrTable     = attribute.Key("outbox.table")
-	attrRelay     = attribute.Key("outbox.relay.id")
+	attrTable = attribute.Key("outbox.table")
+	attrRelay = attribute.Key("outbox.relay.id")
+	// attrEventType labels the metrics per event type (a metric label,
+	// kept stable for dashboards); spans use internal/semconv's names, as
+	// the adapters' do.
 	attrEventType = attribute.Key("outbox.event.type")
-	attrEventID   = attribute.Key("outbox.event.id")
-	attrAttempt   = attribute.Key("outbox.event.attempt")
 	attrOutcome   = attribute.Key("outbox.outcome")
 	attrClaimed   = attribute.Key("outbox.batch.claimed")
 )
@@ -140,8 +142,8 @@ func (t *tracing) deliverySpan(ctx context.Context, batch trace.Span, e *outbox.
 	parent := traceContext.Extract(ctx, propagation.MapCarrier(e.Headers))
 	opts := []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(attrEventType.String(e.Type), attrEventID.String(e.ID),
-			attrAttempt.Int(e.Attempt), attrRelay.String(t.relay)),
+		trace.WithAttributes(semconv.EventType.String(e.Type), semconv.EventID.String(e.ID),
+			semconv.EventSource.String(e.Source), semconv.EventAttempt.Int(e.Attempt), attrRelay.String(t.relay)),
 	}
 	if sc := batch.SpanContext(); sc.IsValid() && !trace.SpanContextFromContext(parent).Equal(sc) {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))

@@ -157,7 +157,7 @@ func TestTraces(t *testing.T) {
 			switch {
 			case s.Name() == "outbox.relay batch":
 				batch = s
-			case s.Name() == "outbox publish order.placed" && attr(s, "outbox.event.id") == "traced":
+			case s.Name() == "outbox publish order.placed" && attr(s, "cloudevents.event_id") == "traced":
 				traced = s
 			case s.Name() == "outbox publish order.placed":
 				untraced = s
@@ -175,7 +175,7 @@ func TestTraces(t *testing.T) {
 		if untraced.Parent().SpanID() != batch.SpanContext().SpanID() {
 			t.Errorf("a delivery without a traceparent is not a child of its batch")
 		}
-		if attr(traced, "outbox.event.type") != "order.placed" || attr(traced, "outbox.relay.id") != "r1" || attr(traced, "outbox.event.attempt") != "1" {
+		if attr(traced, "cloudevents.event_type") != "order.placed" || attr(traced, "outbox.relay.id") != "r1" || attr(traced, "outbox.event.attempt") != "1" {
 			t.Errorf("attributes %v", traced.Attributes())
 		}
 		if untraced.Status().Code.String() != "Error" {

@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/optionerr"
 )
 
 // ErrInvalidOption is wrapped by every configuration error of New.
@@ -52,7 +52,7 @@ type config struct {
 	heartbeat    time.Duration
 	meter        metric.MeterProvider
 	tracer       trace.TracerProvider
-	errs         []error
+	optionerr.Errors
 }
 
 func defaultConfig() config {
@@ -65,11 +65,8 @@ func defaultConfig() config {
 		retention:   DefaultRetention,
 		listen:      true,
 		heartbeat:   DefaultHeartbeat,
+		Errors:      optionerr.Errors{Sentinel: ErrInvalidOption},
 	}
-}
-
-func (c *config) fail(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
 }
 
 // WithBatchSize sets how many events one claim takes (default 100, 1 to
@@ -77,7 +74,7 @@ func (c *config) fail(format string, args ...any) {
 func WithBatchSize(n int) Option {
 	return func(c *config) {
 		if n < 1 || n > 10000 {
-			c.fail("batch size %d is not between 1 and 10000", n)
+			c.Fail("batch size %d is not between 1 and 10000", n)
 		}
 		c.batchSize = n
 	}
@@ -90,7 +87,7 @@ func WithBatchSize(n int) Option {
 func WithPollInterval(d time.Duration) Option {
 	return func(c *config) {
 		if d < time.Millisecond || d > time.Hour {
-			c.fail("poll interval %v is not between 1ms and 1h", d)
+			c.Fail("poll interval %v is not between 1ms and 1h", d)
 		}
 		c.pollInterval = d
 	}
@@ -103,7 +100,7 @@ func WithPollInterval(d time.Duration) Option {
 func WithLease(d time.Duration) Option {
 	return func(c *config) {
 		if d < time.Second || d > 24*time.Hour {
-			c.fail("lease %v is not between 1s and 24h", d)
+			c.Fail("lease %v is not between 1s and 24h", d)
 		}
 		c.lease = d
 	}
@@ -114,7 +111,7 @@ func WithLease(d time.Duration) Option {
 func WithConcurrency(n int) Option {
 	return func(c *config) {
 		if n < 1 || n > 1000 {
-			c.fail("concurrency %d is not between 1 and 1000", n)
+			c.Fail("concurrency %d is not between 1 and 1000", n)
 		}
 		c.concurrency = n
 	}
@@ -126,7 +123,7 @@ func WithConcurrency(n int) Option {
 func WithMaxAttempts(n int) Option {
 	return func(c *config) {
 		if n < 1 {
-			c.fail("max attempts %d is less than 1", n)
+			c.Fail("max attempts %d is less than 1", n)
 		}
 		c.maxAttempts = n
 	}
@@ -137,7 +134,7 @@ func WithMaxAttempts(n int) Option {
 func WithBackoff(f func(attempt int) time.Duration) Option {
 	return func(c *config) {
 		if f == nil {
-			c.fail("backoff function is nil")
+			c.Fail("backoff function is nil")
 		}
 		c.backoff = f
 	}
@@ -148,7 +145,7 @@ func WithBackoff(f func(attempt int) time.Duration) Option {
 func WithWorkerID(id string) Option {
 	return func(c *config) {
 		if id == "" || len(id) > 128 {
-			c.fail("worker id %q must be 1 to 128 characters", id)
+			c.Fail("worker id %q must be 1 to 128 characters", id)
 		}
 		c.workerID = id
 	}
@@ -160,7 +157,7 @@ func WithWorkerID(id string) Option {
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l == nil {
-			c.fail("logger is nil")
+			c.Fail("logger is nil")
 		}
 		c.logger = l
 	}
@@ -227,7 +224,7 @@ func defaultWorkerID() string {
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) {
 		if mp == nil {
-			c.fail("meter provider is nil")
+			c.Fail("meter provider is nil")
 		}
 		c.meter = mp
 	}
@@ -241,7 +238,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) {
 		if tp == nil {
-			c.fail("tracer provider is nil")
+			c.Fail("tracer provider is nil")
 		}
 		c.tracer = tp
 	}
@@ -253,7 +250,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 func WithHeartbeat(every time.Duration) Option {
 	return func(c *config) {
 		if every < 0 || (every > 0 && every < 100*time.Millisecond) {
-			c.fail("heartbeat %v is neither 0 nor at least 100ms", every)
+			c.Fail("heartbeat %v is neither 0 nor at least 100ms", every)
 		}
 		c.heartbeat = every
 	}

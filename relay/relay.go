@@ -160,7 +160,7 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if err := errors.Join(cfg.errs...); err != nil {
+	if err := cfg.Err(); err != nil {
 		return nil, err
 	}
 	if cfg.workerID == "" {
