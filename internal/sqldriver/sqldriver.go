@@ -47,6 +47,7 @@ type Driver interface {
 	Schema
 	Writer
 	Idempotency
+	Claimer
 	Retention
 	Migration
 }

@@ -39,6 +39,7 @@ func Exercise(t *testing.T, drv sqldriver.Driver, open func(t *testing.T) *gorm.
 	t.Run("Schema", func(t *testing.T) { exerciseSchema(t, drv, setup) })
 	t.Run("Writer", func(t *testing.T) { exerciseWriter(t, drv, setup) })
 	t.Run("Idempotency", func(t *testing.T) { exerciseIdempotency(t, drv, setup) })
+	t.Run("Claimer", func(t *testing.T) { exerciseClaimer(t, drv, setup) })
 	t.Run("Retention", func(t *testing.T) { exerciseRetention(t, drv, setup) })
 	t.Run("Migration", func(t *testing.T) { exerciseMigration(t, drv, open) })
 }
