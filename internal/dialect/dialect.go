@@ -91,7 +91,7 @@ func Open(db *gorm.DB) (sqldriver.Driver, error) {
 // For returns the driver of k, or an error naming a Kind that has none.
 func For(k Kind) (sqldriver.Driver, error) {
 	if k <= 0 || int(k) >= len(drivers) || drivers[k] == nil {
-		return nil, fmt.Errorf("unsupported database dialect %s (want %s)", k, supported())
+		return nil, fmt.Errorf("unsupported database dialect Kind(%d) (want %s)", int(k), supported())
 	}
 	return drivers[k], nil
 }

@@ -106,6 +106,9 @@ type Schema interface {
 	// OutboxTables returns the tables that the migrations of the outbox
 	// table named table create: at least the table and <table>_relays.
 	OutboxTables(table string) []string
+	// GormTable returns name as GORM's Table must be given it (GORM quotes
+	// it) to reach the table that the library's SQL names unquoted.
+	GormTable(name string) string
 }
 
 // EventRow is one event to insert. Payload and Headers are bound as

@@ -77,4 +77,18 @@ func exerciseSchema(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *
 			t.Errorf("TableExists(no_such_table) = %v, %v; want false", ok, err)
 		}
 	})
+	// A mixed-case name, as the library's SQL writes it (unquoted), is
+	// found by TableExists and reached through GORM with GormTable.
+	t.Run("MixedCase", func(t *testing.T) {
+		must(t, db.Exec("CREATE TABLE MixedCase_T (id INTEGER NOT NULL PRIMARY KEY)").Error)
+		must(t, db.Exec("INSERT INTO MixedCase_T (id) VALUES (1)").Error)
+		if ok, err := drv.TableExists(db, "MixedCase_T"); err != nil || !ok {
+			t.Errorf("TableExists(MixedCase_T) = %v, %v; want true", ok, err)
+		}
+		var n int64
+		must(t, db.Table(drv.GormTable("MixedCase_T")).Count(&n).Error)
+		if n != 1 {
+			t.Errorf("%d rows through GormTable, want 1", n)
+		}
+	})
 }

@@ -99,6 +99,9 @@ func (Driver) TableExists(db *gorm.DB, table string) (bool, error) {
 	return n > 0, err
 }
 
+// GormTable returns name: MySQL does not fold unquoted names.
+func (Driver) GormTable(name string) string { return name }
+
 // OutboxTables are the table, its heartbeats table and <table>_keys,
 // which orders the writers of a partition key (LockKeys).
 func (Driver) OutboxTables(table string) []string {

@@ -71,6 +71,10 @@ func (Driver) TableExists(db *gorm.DB, table string) (bool, error) {
 	return n == 1, err
 }
 
+// GormTable lower-cases name: PostgreSQL folds an unquoted name to
+// lower case (OrderEvents is the table orderevents), a quoted one not.
+func (Driver) GormTable(name string) string { return strings.ToLower(name) }
+
 // OutboxTables are the table and its heartbeats table.
 func (Driver) OutboxTables(table string) []string { return []string{table, table + "_relays"} }
 

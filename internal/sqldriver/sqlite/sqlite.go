@@ -78,6 +78,9 @@ func (Driver) TableExists(db *gorm.DB, table string) (bool, error) {
 	return n > 0, err
 }
 
+// GormTable returns name: SQLite ignores the case of names.
+func (Driver) GormTable(name string) string { return name }
+
 // OutboxTables are the table and its heartbeats table.
 func (Driver) OutboxTables(table string) []string { return []string{table, table + "_relays"} }
 
