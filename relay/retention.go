@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/gormoutbox/outbox/internal/sqldriver"
 )
 
 // cleanupBatch is how many rows one retention DELETE removes, and
@@ -24,11 +26,21 @@ const (
 // partition-key lock rows not used for keyLockRetention, where the
 // dialect keeps such rows (sqldriver.Retention).
 func (r *Relay) cleanup(ctx context.Context) (int64, error) {
-	n, err := deletePublished(ctx, r.db, r.kind, r.table, r.cfg.retention, cleanupBatches)
-	if err != nil {
-		return n, err
+	drv := r.kind.Driver()
+	var n int64
+	for range cleanupBatches {
+		found, deleted, err := drv.DeletePublished(ctx, r.db, sqldriver.DeletePublishedParams{
+			Table: r.table, OlderThan: r.cfg.retention, Limit: cleanupBatch,
+		})
+		n += deleted
+		if err != nil {
+			return n, fmt.Errorf("relay: %w", err)
+		}
+		if found < cleanupBatch {
+			break
+		}
 	}
-	if _, err := r.kind.Driver().PruneKeyLocks(ctx, r.db, r.table, keyLockRetention, cleanupBatch); err != nil {
+	if _, err := drv.PruneKeyLocks(ctx, r.db, r.table, keyLockRetention, cleanupBatch); err != nil {
 		return n, fmt.Errorf("relay: pruning partition-key locks: %w", err)
 	}
 	if n > 0 {

@@ -1,6 +1,8 @@
 package sqldriver
 
 import (
+	"context"
+	"fmt"
 	"strings"
 
 	"gorm.io/gorm"
@@ -141,4 +143,26 @@ func InsertKey(c Clock, p InsertKeyParams, clientCreatedAt bool, conflict string
 func VersionTableSQL(table, applied string) string {
 	return "CREATE TABLE IF NOT EXISTS " + table + " (target VARCHAR(128) NOT NULL, name VARCHAR(128) NOT NULL, " +
 		"applied_at " + applied + ", PRIMARY KEY (target, name))"
+}
+
+// DeletePublished is Retention.DeletePublished by clock c: it selects the
+// ids, then deletes them by id (a DELETE … ORDER BY … LIMIT is not
+// portable).
+func DeletePublished(ctx context.Context, db *gorm.DB, c Clock, p DeletePublishedParams) (int, int64, error) {
+	db = db.WithContext(ctx)
+	before, args := c.NowPlus(-p.OlderThan)
+	var ids []int64
+	err := db.Raw("SELECT id FROM "+p.Table+" WHERE status = 'published' AND published_at < "+before+" ORDER BY id LIMIT ?",
+		append(args, p.Limit)...).Scan(&ids).Error
+	if err != nil {
+		return 0, 0, fmt.Errorf("selecting published events to delete: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, 0, nil
+	}
+	res := db.Exec("DELETE FROM "+p.Table+" WHERE id IN ? AND status = 'published'", ids)
+	if res.Error != nil {
+		return len(ids), 0, fmt.Errorf("deleting published events: %w", res.Error)
+	}
+	return len(ids), res.RowsAffected, nil
 }

@@ -204,8 +204,24 @@ type Idempotency interface {
 	TakeOverKey(db *gorm.DB, p TakeOverKeyParams) (bool, error)
 }
 
-// Retention prunes what the write path leaves behind besides events.
+// DeletePublishedParams are the parameters of Retention.DeletePublished.
+type DeletePublishedParams struct {
+	Table string
+	// OlderThan: rows published longer ago than this, by the database
+	// clock, are deleted.
+	OlderThan time.Duration
+	// Limit is the most rows one call deletes.
+	Limit int
+}
+
+// Retention deletes delivered events and prunes what the write path
+// leaves behind besides events.
 type Retention interface {
+	// DeletePublished deletes at most p.Limit published events of
+	// p.Table whose published_at is older than p.OlderThan, lowest ids
+	// first, and nothing else. It returns how many old published events it
+	// found (found < p.Limit: there are no more) and how many it deleted.
+	DeletePublished(ctx context.Context, db *gorm.DB, p DeletePublishedParams) (found int, deleted int64, err error)
 	// PruneKeyLocks deletes at most limit partition-key lock rows of the
 	// table not used for olderThan, where the dialect keeps such rows, and
 	// returns how many it deleted.

@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,40 @@ import (
 )
 
 func exerciseRetention(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *gorm.DB) {
+	// DeletePublished deletes only published events published longer ago
+	// than OlderThan, at most Limit, lowest ids first.
+	t.Run("DeletePublished", func(t *testing.T) {
+		db := setup(t)
+		insert(t, drv, db, false, event("old1", "", nil), event("old2", "", nil), event("old3", "", nil),
+			event("recent", "", nil), event("dead", "", nil), event("pending", "", nil), event("failed", "", nil))
+		old, oa := drv.NowPlus(-2 * time.Hour)
+		recent, ra := drv.NowPlus(-time.Minute)
+		must(t, db.Exec("UPDATE "+Table+" SET status = 'published', published_at = "+old+" WHERE event_id LIKE 'old%'", oa...).Error)
+		must(t, db.Exec("UPDATE "+Table+" SET status = 'published', published_at = "+recent+" WHERE event_id = 'recent'", ra...).Error)
+		// A dead or failed event is never deleted, even with an old published_at.
+		must(t, db.Exec("UPDATE "+Table+" SET status = 'dead', published_at = "+old+" WHERE event_id = 'dead'", oa...).Error)
+		must(t, db.Exec("UPDATE "+Table+" SET status = 'failed', published_at = "+old+" WHERE event_id = 'failed'", oa...).Error)
+		del := func(limit int) (int, int64) {
+			found, deleted, err := drv.DeletePublished(t.Context(), db, sqldriver.DeletePublishedParams{Table: Table, OlderThan: time.Hour, Limit: limit})
+			must(t, err)
+			return found, deleted
+		}
+		if f, d := del(2); f != 2 || d != 2 {
+			t.Fatalf("DeletePublished(limit 2) = %d found, %d deleted; want 2, 2", f, d)
+		}
+		if got := count(t, db, Table, "event_id = 'old3'"); got != 1 {
+			t.Fatal("old3 deleted before old1 and old2 (lowest ids first)")
+		}
+		if f, d := del(10); f != 1 || d != 1 {
+			t.Fatalf("DeletePublished(limit 10) = %d found, %d deleted; want 1, 1", f, d)
+		}
+		var left []string
+		must(t, db.Raw("SELECT event_id FROM "+Table+" ORDER BY event_id").Scan(&left).Error)
+		if strings.Join(left, ",") != "dead,failed,pending,recent" {
+			t.Fatalf("left %v, want dead, failed, pending, recent", left)
+		}
+	})
+
 	// PruneKeyLocks keeps the locks used recently, deletes the others, and
 	// never stops keys from being locked again.
 	t.Run("PruneKeyLocks", func(t *testing.T) {

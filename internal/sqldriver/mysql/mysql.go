@@ -173,6 +173,11 @@ func (d Driver) TakeOverKey(db *gorm.DB, p sqldriver.TakeOverKeyParams) (bool, e
 	return sqldriver.TakeOverKey(db, d, p)
 }
 
+// DeletePublished is the shared SELECT of ids and DELETE by id.
+func (d Driver) DeletePublished(ctx context.Context, db *gorm.DB, p sqldriver.DeletePublishedParams) (int, int64, error) {
+	return sqldriver.DeletePublished(ctx, db, d, p)
+}
+
 // PruneKeyLocks deletes rows of <table>_keys not locked for olderThan.
 func (Driver) PruneKeyLocks(ctx context.Context, db *gorm.DB, table string, olderThan time.Duration, limit int) (int64, error) {
 	res := db.WithContext(ctx).Exec("DELETE FROM "+table+"_keys WHERE locked_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND LIMIT ?",

@@ -143,6 +143,11 @@ func (d Driver) TakeOverKey(db *gorm.DB, p sqldriver.TakeOverKeyParams) (bool, e
 	return sqldriver.TakeOverKey(db, d, p)
 }
 
+// DeletePublished is the shared SELECT of ids and DELETE by id.
+func (d Driver) DeletePublished(ctx context.Context, db *gorm.DB, p sqldriver.DeletePublishedParams) (int, int64, error) {
+	return sqldriver.DeletePublished(ctx, db, d, p)
+}
+
 // PruneKeyLocks does nothing: advisory locks leave no rows.
 func (Driver) PruneKeyLocks(context.Context, *gorm.DB, string, time.Duration, int) (int64, error) {
 	return 0, nil
