@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox/internal/dialect"
+	"github.com/gormoutbox/outbox/internal/sqldriver"
 )
 
 // Limits of one INSERT statement: PostgreSQL accepts at most 65535 bound
@@ -24,56 +23,14 @@ const (
 
 // writer writes encoded events through a transaction with as few
 // statements as it can: one per partition-key lock set, one per 500 rows.
+// The SQL is its driver's (sqldriver.Writer).
 type writer struct {
-	kind       dialect.Kind
-	table      string
-	insert     string // "INSERT INTO t (columns) VALUES "
-	rowBound   string // one row's placeholders, available_at bound
-	rowDefault string // one row's placeholders, available_at by the database
-	conflict   string
-	// countsInserts: the INSERT's affected-row count is the number of rows
-	// inserted, duplicates skipped by the conflict clause not counted.
-	countsInserts bool
-	readLatest    string // suffix of a SELECT that must see the latest committed rows
-	lockID        int32  // PostgreSQL advisory-lock class of this table
+	drv   sqldriver.Driver
+	table string
 }
 
 func newWriter(kind dialect.Kind, table string) *writer {
-	cols := "event_id, type, version, tenant_id, aggregate_type, aggregate_id, partition_key, topic, payload, headers, max_attempts, available_at"
-	row := "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, %s)"
-	if kind == dialect.SQLite { // no DEFAULT keyword in VALUES, and no server clock
-		cols += ", created_at"
-		row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, %s, ?)"
-	}
-	h := fnv.New32a()
-	h.Write([]byte("gorm-outbox:" + table))
-	return &writer{
-		kind:       kind,
-		table:      table,
-		insert:     "INSERT INTO " + table + " (" + cols + ") VALUES ",
-		rowBound:   fmt.Sprintf(row, "?"),
-		rowDefault: fmt.Sprintf(row, "DEFAULT"),
-		conflict:   kind.InsertIgnore("event_id"),
-		// MySQL's ON DUPLICATE KEY UPDATE reports a duplicate as 0 rows,
-		// or as 1 with the clientFoundRows DSN flag.
-		countsInserts: kind != dialect.MySQL,
-		readLatest:    readLatest(kind),
-		lockID:        int32(h.Sum32()),
-	}
-}
-
-// readLatest makes the duplicate check see the row another transaction
-// committed under the same id. InnoDB's REPEATABLE READ would read the
-// transaction's snapshot, which may predate it; a shared locking read sees
-// the latest committed row (MariaDB has no FOR SHARE). PostgreSQL's READ
-// COMMITTED statement sees it already (and under REPEATABLE READ the
-// insert itself fails with a serialization error), and SQLite has one
-// writer.
-func readLatest(kind dialect.Kind) string {
-	if kind == dialect.MySQL {
-		return " LOCK IN SHARE MODE"
-	}
-	return ""
+	return &writer{drv: kind.Driver(), table: table}
 }
 
 // write inserts events through db's connection, which must be in a
@@ -105,59 +62,42 @@ func (w *writer) write(db *gorm.DB, events []encodedEvent) error {
 	// Where the affected-row count cannot tell a duplicate from an insert
 	// (MySQL with clientFoundRows=true counts a duplicate as one row),
 	// application-chosen ids are always compared with the stored rows.
-	if inserted < int64(len(events)) || (ownIDs && !w.countsInserts) {
+	if inserted < int64(len(events)) || (ownIDs && !w.drv.InsertCountsRows()) {
 		return w.checkDuplicates(tx, events)
 	}
 	return nil
 }
 
 func (w *writer) insertRows(tx *gorm.DB, events []encodedEvent) (int64, error) {
-	var sb strings.Builder
-	sb.Grow(len(w.insert) + len(events)*(len(w.rowDefault)+2) + len(w.conflict))
-	sb.WriteString(w.insert)
-	args := make([]any, 0, len(events)*13)
-	now := time.Now()
+	rows := make([]sqldriver.EventRow, len(events))
 	for i := range events {
 		e := &events[i]
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		args = append(args, e.EventID, e.Type, e.Version, e.TenantID, e.AggregateType,
-			e.AggregateID, e.PartitionKey, e.Topic, payloadValue(e.Payload), headersValue(e.Headers), e.MaxAttempts)
-		switch {
-		case e.AvailableAt != nil:
-			sb.WriteString(w.rowBound)
-			args = append(args, w.kind.Time(*e.AvailableAt))
-		case w.kind == dialect.SQLite:
-			sb.WriteString(w.rowBound)
-			args = append(args, w.kind.Time(now))
-		default:
-			sb.WriteString(w.rowDefault)
-		}
-		if w.kind == dialect.SQLite {
-			args = append(args, w.kind.Time(now))
+		rows[i] = sqldriver.EventRow{
+			EventID: e.EventID, Type: e.Type, Version: e.Version, TenantID: e.TenantID,
+			AggregateType: e.AggregateType, AggregateID: e.AggregateID, PartitionKey: e.PartitionKey,
+			Topic: e.Topic, Payload: payloadValue(e.Payload), Headers: headersValue(e.Headers),
+			MaxAttempts: e.MaxAttempts, AvailableAt: e.AvailableAt,
 		}
 	}
-	// Generated ids (UUIDv7) cannot collide: only application-chosen ids,
-	// which are dedupe keys, need the conflict clause and its extra check.
-	if slices.ContainsFunc(events, func(e encodedEvent) bool { return e.ownID }) {
-		sb.WriteString(w.conflict)
+	n, err := w.drv.InsertEvents(tx, sqldriver.InsertEventsParams{
+		Table: w.table,
+		Rows:  rows,
+		// Generated ids (UUIDv7) cannot collide: only application-chosen
+		// ids, which are dedupe keys, need the conflict clause and its
+		// extra check.
+		SkipDuplicates: slices.ContainsFunc(events, func(e encodedEvent) bool { return e.ownID }),
+		Now:            time.Now(),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("outbox: writing %d event(s) to %s: %w", len(events), w.table, err)
 	}
-	res := tx.Exec(sb.String(), args...)
-	if res.Error != nil {
-		return 0, fmt.Errorf("outbox: writing %d event(s) to %s: %w", len(events), w.table, res.Error)
-	}
-	return res.RowsAffected, nil
+	return n, nil
 }
 
 // lockKeys serialises the writers of each partition key until commit, so
 // that the ids of one key are assigned in the commit order of their
-// transactions. Keys are locked in a fixed order to avoid deadlocks between
-// two transactions that write the same keys.
+// transactions.
 func (w *writer) lockKeys(tx *gorm.DB, events []encodedEvent) error {
-	if w.kind == dialect.SQLite { // one writer at a time already
-		return nil
-	}
 	keys := make([]string, 0, 4)
 	for i := range events {
 		if k := events[i].PartitionKey; k != "" {
@@ -167,46 +107,7 @@ func (w *writer) lockKeys(tx *gorm.DB, events []encodedEvent) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	var (
-		sql  strings.Builder
-		args []any
-	)
-	switch w.kind {
-	case dialect.Postgres:
-		// A transaction-scoped advisory lock per key hash: no table, and
-		// released by COMMIT or ROLLBACK. A hash collision only makes two
-		// keys share a lock.
-		hashes := make([]int32, len(keys))
-		for i, k := range keys {
-			h := fnv.New32a()
-			h.Write([]byte(k))
-			hashes[i] = int32(h.Sum32())
-		}
-		slices.Sort(hashes)
-		hashes = slices.Compact(hashes)
-		sql.WriteString("SELECT pg_advisory_xact_lock(l.c, l.k) FROM (VALUES ")
-		for i, h := range hashes {
-			if i > 0 {
-				sql.WriteString(", ")
-			}
-			sql.WriteString("(?::integer, ?::integer)")
-			args = append(args, w.lockID, h)
-		}
-		sql.WriteString(") AS l(c, k) ORDER BY l.k")
-	case dialect.MySQL:
-		slices.Sort(keys)
-		keys = slices.Compact(keys)
-		sql.WriteString("INSERT INTO " + w.table + "_keys (partition_key, locked_at) VALUES ")
-		for i, k := range keys {
-			if i > 0 {
-				sql.WriteString(", ")
-			}
-			sql.WriteString("(?, UTC_TIMESTAMP(6))")
-			args = append(args, k)
-		}
-		sql.WriteString(" ON DUPLICATE KEY UPDATE locked_at = UTC_TIMESTAMP(6)")
-	}
-	if err := tx.Exec(sql.String(), args...).Error; err != nil {
+	if err := w.drv.LockKeys(tx, sqldriver.LockKeysParams{Table: w.table, Keys: keys}); err != nil {
 		return fmt.Errorf("outbox: locking partition keys: %w", err)
 	}
 	return nil
@@ -244,8 +145,11 @@ func (w *writer) checkDuplicates(tx *gorm.DB, events []encodedEvent) error {
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	var rows []storedEvent
-	err := tx.Raw("SELECT event_id, type, version, tenant_id, aggregate_type, aggregate_id, partition_key, topic, payload, headers, max_attempts FROM "+
-		w.table+" WHERE event_id IN ?"+w.readLatest, ids).Scan(&rows).Error
+	err := w.drv.FindEvents(tx, sqldriver.FindEventsParams{
+		Table:   w.table,
+		Columns: "event_id, type, version, tenant_id, aggregate_type, aggregate_id, partition_key, topic, payload, headers, max_attempts",
+		IDs:     ids,
+	}, &rows)
 	if err != nil {
 		return fmt.Errorf("outbox: reading duplicate events: %w", err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/gormoutbox/outbox/internal/dialect"
+	"github.com/gormoutbox/outbox/internal/sqldriver"
 )
 
 // Do runs fn unless key already succeeded, and records its success. It
@@ -99,16 +99,11 @@ func (s *Store) DoTx(ctx context.Context, key string, fn func(tx *gorm.DB) error
 			return nil
 		case st.Expired:
 			// A Do whose holder died: take the key over in this transaction.
-			b := s.kind.NewBuilder()
-			b.Add("UPDATE " + s.table + " SET status = 'succeeded', token = '', locked_until = NULL, expires_at = ")
-			b.NowPlus(s.ttl)
-			b.Add(" WHERE idempotency_key = ? AND status = 'running' AND locked_until <= ", key)
-			b.Now()
-			res := tx.Exec(b.SQL(), b.Args()...)
-			if res.Error != nil {
-				return fmt.Errorf("idempotency: taking over %q: %w", key, res.Error)
+			took, err := s.takeOver(tx, key, "succeeded", "", 0, s.ttl)
+			if err != nil {
+				return err
 			}
-			if res.RowsAffected == 1 {
+			if took {
 				return fn(tx)
 			}
 			return fmt.Errorf("%w: %q", ErrInProgress, key)
@@ -180,18 +175,11 @@ func (s *Store) hold(ctx context.Context, key string) (string, []byte, error) {
 			return "", nil, fmt.Errorf("%w: %q", ErrInProgress, key)
 		}
 		// The holder died: take over, unless someone else just did.
-		b := s.kind.NewBuilder()
-		b.Add("UPDATE "+s.table+" SET token = ?, locked_until = ", token)
-		b.NowPlus(s.lease)
-		b.Add(", expires_at = ")
-		b.NowPlus(s.lease)
-		b.Add(" WHERE idempotency_key = ? AND status = 'running' AND locked_until <= ", key)
-		b.Now()
-		res := db.Exec(b.SQL(), b.Args()...)
-		if res.Error != nil {
-			return "", nil, fmt.Errorf("idempotency: taking over %q: %w", key, res.Error)
+		took, err := s.takeOver(db, key, "running", token, s.lease, s.lease)
+		if err != nil {
+			return "", nil, err
 		}
-		if res.RowsAffected == 1 {
+		if took {
 			return token, nil, nil
 		}
 		return "", nil, fmt.Errorf("%w: %q", ErrInProgress, key)
@@ -200,41 +188,31 @@ func (s *Store) hold(ctx context.Context, key string) (string, []byte, error) {
 }
 
 // insert adds a record of key holding token (unique to the caller) unless
-// one exists, and reports whether it did.
+// one exists, and reports whether it did. A running record is locked for
+// the lease; every record expires after life.
 func (s *Store) insert(db *gorm.DB, key, status, token string, life time.Duration) (bool, error) {
-	b := s.kind.NewBuilder()
-	cols := "idempotency_key, status, token, locked_until, expires_at"
-	if s.kind == dialect.SQLite {
-		cols += ", created_at"
-	}
-	b.Add("INSERT INTO "+s.table+" ("+cols+") VALUES (?, ?, ?, ", key, status, token)
+	p := sqldriver.InsertKeyParams{Table: s.table, Key: key, Status: status, Token: token, Life: life}
 	if status == "running" {
-		b.NowPlus(s.lease)
-	} else {
-		b.Add("NULL")
+		p.LockedFor = s.lease
 	}
-	b.Add(", ")
-	b.NowPlus(life)
-	if s.kind == dialect.SQLite {
-		b.Add(", ")
-		b.Now()
-	}
-	b.Add(")" + s.kind.InsertIgnore("idempotency_key"))
-	res := db.Exec(b.SQL(), b.Args()...)
-	if res.Error != nil {
-		return false, fmt.Errorf("idempotency: recording %q: %w", key, res.Error)
-	}
-	if res.RowsAffected == 0 || s.kind.InsertIgnoreCounted() {
-		return res.RowsAffected == 1, nil
-	}
-	// The count cannot tell (MySQL with clientFoundRows=true): the row is
-	// ours if it holds our token. The statement locked the row, so a
-	// locking read sees it as committed or as this transaction wrote it.
-	var got []string
-	if err := db.Raw("SELECT token FROM "+s.table+" WHERE idempotency_key = ? FOR UPDATE", key).Scan(&got).Error; err != nil {
+	inserted, err := s.drv.InsertKey(db, p)
+	if err != nil {
 		return false, fmt.Errorf("idempotency: recording %q: %w", key, err)
 	}
-	return len(got) == 1 && got[0] == token, nil
+	return inserted, nil
+}
+
+// takeOver takes key over from a holder whose lease expired, leaving it
+// with status and token, locked for lockedFor (0: not locked) and
+// expiring after life, and reports whether it did.
+func (s *Store) takeOver(db *gorm.DB, key, status, token string, lockedFor, life time.Duration) (bool, error) {
+	took, err := s.drv.TakeOverKey(db, sqldriver.TakeOverKeyParams{
+		Table: s.table, Key: key, Status: status, Token: token, LockedFor: lockedFor, Life: life,
+	})
+	if err != nil {
+		return false, fmt.Errorf("idempotency: taking over %q: %w", key, err)
+	}
+	return took, nil
 }
 
 type state struct {

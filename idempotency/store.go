@@ -11,6 +11,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/internal/dialect"
+	"github.com/gormoutbox/outbox/internal/sqldriver"
 	"github.com/gormoutbox/outbox/internal/sqlmigrate"
 )
 
@@ -47,6 +48,7 @@ var (
 type Store struct {
 	db    *gorm.DB
 	kind  dialect.Kind
+	drv   sqldriver.Driver // kind's
 	table string
 	ttl   time.Duration
 	lease time.Duration
@@ -96,6 +98,7 @@ func configure(db *gorm.DB, opts []Option) (*Store, error) {
 	s := &Store{
 		db:    db.Session(&gorm.Session{NewDB: true, SkipDefaultTransaction: true}),
 		kind:  kind,
+		drv:   kind.Driver(),
 		table: o.table,
 		ttl:   o.ttl,
 		lease: o.lease,

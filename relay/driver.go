@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -11,12 +10,13 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/internal/dialect"
+	"github.com/gormoutbox/outbox/internal/sqldriver"
 )
 
-// driver is what differs between the databases in the relay: how to claim
-// a batch atomically, and whether the database can wake a relay when
-// events commit. Everything else is shared SQL with dialect.Kind's clock
-// expressions.
+// driver is what the relay needs of the database besides shared SQL: how
+// to claim a batch atomically (the dialect's sqldriver.Claimer), and
+// whether the database can wake a relay when events commit. Everything
+// else is shared SQL with the dialect's clock expressions.
 type driver interface {
 	// claim marks up to limit claimable events as publishing by worker for
 	// lease, bumping claim_version and attempts, and returns them as they
@@ -40,15 +40,18 @@ type driver interface {
 	concurrentWriters() bool
 }
 
+// newDriver returns the relay's driver of the table on a database of
+// kind: the LISTEN/NOTIFY driver (listen.go) where the database can wake
+// relays, a polling one elsewhere; both claim through kind's
+// sqldriver.Claimer. It panics on a Kind without a driver (Kinds come
+// from dialect.Of, which refuses unknown dialects): there is no fallback.
 func newDriver(kind dialect.Kind, table string) driver {
-	switch kind {
-	case dialect.Postgres:
-		return &postgresDriver{table: table}
-	case dialect.MySQL:
-		return &mysqlDriver{table: table}
-	default:
-		return &sqliteDriver{table: table}
+	sd := kind.Driver()
+	c := &claimer{sql: sd, table: table}
+	if sd.Listens() {
+		return &postgresDriver{claimer: c, table: table}
 	}
+	return &pollingDriver{claimer: c}
 }
 
 // The claim, on every database, in two halves:
@@ -76,10 +79,6 @@ func newDriver(kind dialect.Kind, table string) driver {
 // own, a claim locks the head (SKIP LOCKED) before taking its run, and a
 // key whose head is publishing is skipped: the events of a key that are in
 // flight always precede those that are not.
-
-// keyedUnfinished is the predicate of the key index on PostgreSQL and
-// SQLite (partial indexes): a query must state it for the index to serve.
-const keyedUnfinished = `status IN ('pending', 'publishing', 'failed') AND partition_key <> ''`
 
 // keyCursor is where a relay's walk over the keys resumes: the last key
 // its previous claim took, in the order of that claim's walk. Keys are
@@ -122,214 +121,59 @@ func (c *keyCursor) advance(from string, rows []outbox.OutboxEvent) {
 	}
 }
 
-// postgresDriver claims with one UPDATE whose CTEs walk the keys, lock the
-// claimable heads and the oldest events without a key (FOR UPDATE SKIP
-// LOCKED), and pick the batch; it listens for the table's NOTIFY channel.
-type postgresDriver struct {
+// claimer claims through the dialect's sqldriver.Claimer, resuming the
+// walk over the keys where this relay's previous claim ended.
+type claimer struct {
+	sql    sqldriver.Driver
 	table  string
 	cursor keyCursor
-	query  string
-	once   sync.Once
 }
 
-func (d *postgresDriver) claim(ctx context.Context, db *gorm.DB, worker string, limit int, lease time.Duration) ([]outbox.OutboxEvent, error) {
-	d.once.Do(func() { d.query = strings.ReplaceAll(postgresClaim, "{table}", d.table) })
-	from := d.cursor.get()
-	rows, err := db.WithContext(ctx).Raw(d.query, map[string]any{
-		"worker": worker, "lease": lease.Microseconds(), "cursor": from, "limit": limit,
-	}).Rows()
+func (c *claimer) claim(ctx context.Context, db *gorm.DB, worker string, limit int, lease time.Duration) ([]outbox.OutboxEvent, error) {
+	from := c.cursor.get()
+	rows, err := c.sql.Claim(ctx, db, sqldriver.ClaimParams{Table: c.table, Worker: worker, Limit: limit, Lease: lease, Cursor: from})
 	if err != nil {
 		return nil, err
 	}
-	out, err := scanClaimed(rows)
-	if err == nil {
-		d.cursor.advance(from, out)
-	}
-	return out, err
-}
-
-// postgresClaim is the claim on PostgreSQL. The walk over the keys is a
-// recursive CTE that PostgreSQL evaluates lazily: it stops once heads has
-// found @limit claimable heads. A run is read with a row comparison on
-// (partition_key, id) so that only the key index can serve it (with
-// "partition_key = …" the planner may prefer walking the primary key from
-// the head's id, which reads every later event of every key). The UPDATE
-// takes ids by = ANY(ARRAY(…)), which keeps it on primary-key lookups.
-const postgresClaim = `WITH RECURSIVE
-after_cursor(k, h) AS (
-	(SELECT partition_key, id FROM {table}
-	 WHERE partition_key > @cursor AND ` + keyedUnfinished + `
-	 ORDER BY partition_key, id LIMIT 1)
-	UNION ALL
-	(SELECT n.partition_key, n.id FROM after_cursor c CROSS JOIN LATERAL (
-		SELECT partition_key, id FROM {table}
-		WHERE partition_key > c.k AND ` + keyedUnfinished + `
-		ORDER BY partition_key, id LIMIT 1) n)
-),
-up_to_cursor(k, h) AS (
-	(SELECT partition_key, id FROM {table}
-	 WHERE partition_key <= @cursor AND ` + keyedUnfinished + `
-	 ORDER BY partition_key, id LIMIT 1)
-	UNION ALL
-	(SELECT n.partition_key, n.id FROM up_to_cursor c CROSS JOIN LATERAL (
-		SELECT partition_key, id FROM {table}
-		WHERE partition_key > c.k AND partition_key <= @cursor AND ` + keyedUnfinished + `
-		ORDER BY partition_key, id LIMIT 1) n)
-),
-heads AS (
-	SELECT e.id, e.partition_key, e.available_at FROM (SELECT h FROM after_cursor UNION ALL SELECT h FROM up_to_cursor) s
-	CROSS JOIN LATERAL (
-		SELECT e.id, e.partition_key, e.available_at FROM {table} e
-		WHERE e.id = s.h AND e.status IN ('pending', 'failed') AND e.available_at <= now()
-		FOR UPDATE SKIP LOCKED) e
-	LIMIT @limit
-),
-runs AS (
-	SELECT id, available_at, 1::bigint AS rn FROM heads
-	UNION ALL
-	SELECT r.id, r.available_at, r.rn FROM heads h CROSS JOIN LATERAL (
-		SELECT q.id, q.available_at, 1 + row_number() OVER w AS rn,
-		       bool_and(q.status IN ('pending', 'failed') AND q.available_at <= now()) OVER w AS ok
-		FROM (SELECT id, status, available_at FROM {table}
-		      WHERE (partition_key, id) > (h.partition_key, h.id) AND partition_key <= h.partition_key
-		        AND ` + keyedUnfinished + `
-		      ORDER BY partition_key, id
-		      LIMIT (SELECT (@limit + count(*) - 1) / greatest(count(*), 1) - 1 FROM heads)) q
-		WINDOW w AS (ORDER BY q.id)) r
-	WHERE r.ok
-),
-unkeyed AS (
-	SELECT id, available_at, 1::bigint AS rn FROM {table}
-	WHERE status IN ('pending', 'failed') AND partition_key = '' AND available_at <= now()
-	ORDER BY available_at, id
-	LIMIT @limit
-	FOR UPDATE SKIP LOCKED
-)
-UPDATE {table} AS o
-SET status = 'publishing', locked_by = @worker,
-    locked_until = clock_timestamp() + @lease * interval '1 microsecond',
-    claim_version = o.claim_version + 1, attempts = o.attempts + 1
-WHERE o.id = ANY(ARRAY(
-	SELECT c.id FROM (SELECT id, available_at, rn FROM runs UNION ALL SELECT id, available_at, rn FROM unkeyed) c
-	ORDER BY c.rn, c.available_at, c.id
-	LIMIT @limit))
-  AND o.status IN ('pending', 'failed')
-RETURNING ` + claimColumns
-
-// sqliteDriver claims with one UPDATE … RETURNING: SQLite runs one writer
-// at a time, so the statement is atomic, and a single statement takes the
-// write lock at once (no deferred-transaction upgrade to fail). A claim
-// that did not fill the batch from the keys after the cursor claims again
-// from the first key up to the cursor.
-type sqliteDriver struct {
-	table  string
-	cursor keyCursor
-	once   sync.Once
-	after  string // the claim over the keys after @cursor
-	upTo   string // the claim over the keys up to @cursor
-}
-
-func (d *sqliteDriver) claim(ctx context.Context, db *gorm.DB, worker string, limit int, lease time.Duration) ([]outbox.OutboxEvent, error) {
-	d.once.Do(func() {
-		q := strings.ReplaceAll(sqliteClaim, "{table}", d.table)
-		d.after = strings.ReplaceAll(q, "{range}", "partition_key > @from")
-		d.upTo = strings.ReplaceAll(q, "{range}", "partition_key <= @cursor")
-	})
-	now := time.Now()
-	k := dialect.SQLite
-	from := d.cursor.get()
-	args := map[string]any{"worker": worker, "until": k.Time(now.Add(lease)), "now": k.Time(now), "cursor": from}
-	var out []outbox.OutboxEvent
-	for i, q := range []string{d.after, d.upTo} {
-		if i == 1 {
-			if len(out) == limit || from == "" {
-				break
-			}
-			args["from"] = ""
-		} else {
-			args["from"] = from
-		}
-		args["limit"] = limit - len(out)
-		got, err := sqliteExec(ctx, db, q, args)
-		out = append(out, got...)
-		if err != nil {
-			if i == 1 && len(out) > 0 {
-				break // what the first statement claimed is the batch
-			}
-			return nil, err
-		}
-	}
-	d.cursor.advance(from, out)
+	out := claimedEvents(rows)
+	c.cursor.advance(from, out)
 	return out, nil
 }
 
-func sqliteExec(ctx context.Context, db *gorm.DB, q string, args map[string]any) ([]outbox.OutboxEvent, error) {
-	rows, err := db.WithContext(ctx).Raw(q, args).Rows()
-	if err != nil {
-		return nil, err
+// claimedEvents returns rows as the publishing events they are.
+func claimedEvents(rows []sqldriver.ClaimedEvent) []outbox.OutboxEvent {
+	if rows == nil {
+		return nil
 	}
-	return scanClaimed(rows)
+	out := make([]outbox.OutboxEvent, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		out[i] = outbox.OutboxEvent{
+			ID: r.ID, EventID: r.EventID, Type: r.Type, Version: r.Version, TenantID: r.TenantID,
+			AggregateType: r.AggregateType, AggregateID: r.AggregateID, PartitionKey: r.PartitionKey,
+			Topic: r.Topic, Payload: r.Payload, Headers: r.Headers, Status: outbox.StatusPublishing,
+			Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, ClaimVersion: r.ClaimVersion,
+			AvailableAt: r.AvailableAt, CreatedAt: r.CreatedAt,
+		}
+	}
+	return out
 }
 
-// sqliteClaim is the claim on SQLite, for the keys in {range}. The walk
-// over the keys (a recursive CTE, which SQLite materializes) counts the
-// claimable heads it passes and stops at @limit; each run is another
-// recursive CTE, from key index entry to the next. Both use scalar
-// subqueries rather than joins: a join with a CTE makes SQLite build a
-// Bloom filter over the whole table first.
-const sqliteClaim = `WITH RECURSIVE
-walk(k, found) AS (
-	SELECT (SELECT min(partition_key) FROM {table}
-	        WHERE partition_key > @from AND {range} AND ` + keyedUnfinished + `), 0
-	UNION ALL
-	SELECT (SELECT min(partition_key) FROM {table}
-	        WHERE partition_key > walk.k AND {range} AND ` + keyedUnfinished + `),
-	       walk.found + ` + sqliteHeadClaimable + `
-	FROM walk WHERE walk.k IS NOT NULL AND walk.found + ` + sqliteHeadClaimable + ` < @limit
-),
-heads AS (
-	SELECT id, partition_key AS k FROM {table}
-	WHERE id IN (SELECT ` + sqliteHead + ` FROM walk WHERE walk.k IS NOT NULL)
-	  AND status IN ('pending', 'failed') AND available_at <= @now
-),
-runs(k, id, rn) AS (
-	SELECT k, id, 1 FROM heads
-	UNION ALL
-	SELECT runs.k, ` + sqliteNext + `, runs.rn + 1 FROM runs
-	WHERE runs.rn < (SELECT (@limit + count(*) - 1) / max(count(*), 1) FROM heads)
-	  AND EXISTS (SELECT 1 FROM {table} x WHERE x.id = ` + sqliteNext + `
-	              AND x.status IN ('pending', 'failed') AND x.available_at <= @now)
-),
-unkeyed AS (
-	SELECT id, available_at, 1 AS rn FROM {table}
-	WHERE status IN ('pending', 'failed') AND partition_key = '' AND available_at <= @now
-	ORDER BY available_at, id
-	LIMIT @limit
-)
-UPDATE {table}
-SET status = 'publishing', locked_by = @worker, locked_until = @until,
-    claim_version = claim_version + 1, attempts = attempts + 1
-WHERE id IN (
-	SELECT id FROM (SELECT id, (SELECT available_at FROM {table} WHERE id = runs.id) AS available_at, rn FROM runs
-	                UNION ALL SELECT id, available_at, rn FROM unkeyed)
-	ORDER BY rn, available_at, id
-	LIMIT @limit)
-RETURNING ` + claimColumns
+// postgresDriver is the driver of a database that can wake relays:
+// LISTEN/NOTIFY (listen.go).
+type postgresDriver struct {
+	*claimer
+	table string
+}
 
-// sqliteHead is the id of the head of key walk.k, sqliteHeadClaimable 1
-// when it is claimable now, sqliteNext the id of the unfinished event of
-// key runs.k that follows runs.id.
-const (
-	sqliteHead = `(SELECT min(id) FROM {table} WHERE partition_key = walk.k AND ` + keyedUnfinished + `)`
+// pollingDriver is the driver of a database that cannot wake relays: the
+// relay polls.
+type pollingDriver struct {
+	*claimer
+}
 
-	sqliteHeadClaimable = `EXISTS (SELECT 1 FROM {table} e WHERE e.id = ` + sqliteHead + `
-	  AND e.status IN ('pending', 'failed') AND e.available_at <= @now)`
-
-	sqliteNext = `(SELECT min(id) FROM {table} WHERE partition_key = runs.k AND ` + keyedUnfinished + ` AND id > runs.id)`
-)
-
-func (d *sqliteDriver) wakeups(context.Context, *gorm.DB, *slog.Logger) <-chan struct{} { return nil }
-func (d *sqliteDriver) notify(*gorm.DB)                                                 {}
-func (d *sqliteDriver) analyze(context.Context, *gorm.DB) error                         { return nil }
-func (d *sqliteDriver) concurrentWriters() bool                                         { return false }
-func (d *sqliteDriver) returning() bool                                                 { return true }
+func (d *pollingDriver) wakeups(context.Context, *gorm.DB, *slog.Logger) <-chan struct{} { return nil }
+func (d *pollingDriver) notify(*gorm.DB)                                                 {}
+func (d *pollingDriver) analyze(context.Context, *gorm.DB) error                         { return nil }
+func (d *pollingDriver) concurrentWriters() bool                                         { return d.sql.ConcurrentWriters() }
+func (d *pollingDriver) returning() bool                                                 { return d.sql.Returning() }

@@ -171,7 +171,7 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 	}
 	if cfg.pollInterval == 0 {
 		cfg.pollInterval = DefaultPollInterval
-		if kind == dialect.Postgres && cfg.listen {
+		if kind.Driver().Listens() && cfg.listen {
 			cfg.pollInterval = DefaultListenPollInterval
 		}
 	}

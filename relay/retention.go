@@ -3,8 +3,9 @@ package relay
 import (
 	"context"
 	"fmt"
+	"time"
 
-	"github.com/gormoutbox/outbox/internal/dialect"
+	"github.com/gormoutbox/outbox/internal/sqldriver"
 )
 
 // cleanupBatch is how many rows one retention DELETE removes, and
@@ -13,22 +14,34 @@ import (
 const (
 	cleanupBatch   = 1000
 	cleanupBatches = 10
+	// keyLockRetention is how long a partition key's lock row is kept
+	// after its last use.
+	keyLockRetention = 24 * time.Hour
 )
 
 // cleanup deletes published events older than the retention, in batches of
 // cleanupBatch, stopping after cleanupBatches or when ctx ends so that it
 // never holds the relay long; Start calls it again at once while it keeps
-// deleting that many. It returns how many it deleted. On MySQL it also
-// prunes the partition-key lock rows not used for a day.
+// deleting that many. It returns how many it deleted. It also prunes the
+// partition-key lock rows not used for keyLockRetention, where the
+// dialect keeps such rows (sqldriver.Retention).
 func (r *Relay) cleanup(ctx context.Context) (int64, error) {
-	n, err := deletePublished(ctx, r.db, r.kind, r.table, r.cfg.retention, cleanupBatches)
-	if err != nil {
-		return n, err
-	}
-	if r.kind == dialect.MySQL {
-		if err := r.db.WithContext(ctx).Exec("DELETE FROM "+r.table+"_keys WHERE locked_at < UTC_TIMESTAMP(6) - INTERVAL 1 DAY LIMIT ?", cleanupBatch).Error; err != nil {
-			return n, fmt.Errorf("relay: pruning partition-key locks: %w", err)
+	drv := r.kind.Driver()
+	var n int64
+	for range cleanupBatches {
+		found, deleted, err := drv.DeletePublished(ctx, r.db, sqldriver.DeletePublishedParams{
+			Table: r.table, OlderThan: r.cfg.retention, Limit: cleanupBatch,
+		})
+		n += deleted
+		if err != nil {
+			return n, fmt.Errorf("relay: %w", err)
 		}
+		if found < cleanupBatch {
+			break
+		}
+	}
+	if _, err := drv.PruneKeyLocks(ctx, r.db, r.table, keyLockRetention, cleanupBatch); err != nil {
+		return n, fmt.Errorf("relay: pruning partition-key locks: %w", err)
 	}
 	if n > 0 {
 		r.log.Debug("retention deleted published events", "deleted", n, "older_than", r.cfg.retention)

@@ -1,7 +1,7 @@
-// Package dialect holds the few facts about PostgreSQL, MySQL/MariaDB and
-// SQLite that both the write path and the relay need: how to say "now" by
-// the database clock, how to bind a time so that the database compares it
-// correctly, and how to ignore a duplicate insert.
+// Package dialect names the supported database families (Kind) and finds
+// the sqldriver.Driver of a connection: every SQL fact that differs by
+// database lives in a driver (package sqldriver and its folders), and
+// Kind's methods are shorthands for its driver's.
 package dialect
 
 import (
@@ -11,6 +11,11 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox/internal/sqldriver"
+	"github.com/gormoutbox/outbox/internal/sqldriver/mysql"
+	"github.com/gormoutbox/outbox/internal/sqldriver/postgres"
+	"github.com/gormoutbox/outbox/internal/sqldriver/sqlite"
 )
 
 // Kind is a supported database family.
@@ -23,111 +28,120 @@ const (
 	SQLite
 )
 
-// Of returns the Kind of db's dialector.
+// drivers holds the driver of each Kind, by Kind. Adding a dialect: a
+// Kind constant, its driver here.
+var drivers = [...]sqldriver.Driver{
+	Postgres: postgres.Driver{},
+	MySQL:    mysql.Driver{},
+	SQLite:   sqlite.Driver{},
+}
+
+// Kinds returns every supported Kind.
+func Kinds() []Kind {
+	out := make([]Kind, 0, len(drivers))
+	for k, d := range drivers {
+		if d != nil {
+			out = append(out, Kind(k))
+		}
+	}
+	return out
+}
+
+// Of returns the Kind of db's dialector, or an error naming a dialector
+// that no driver serves.
 func Of(db *gorm.DB) (Kind, error) {
-	switch name := db.Dialector.Name(); name {
-	case "postgres", "pgx":
-		return Postgres, nil
-	case "mysql":
-		return MySQL, nil
-	case "sqlite", "sqlite3":
-		return SQLite, nil
-	default:
-		return 0, fmt.Errorf("unsupported database dialect %q (want postgres, mysql or sqlite)", name)
+	name := db.Dialector.Name()
+	for k, d := range drivers {
+		if d != nil && contains(d.DialectorNames(), name) {
+			return Kind(k), nil
+		}
 	}
+	return 0, fmt.Errorf("unsupported database dialect %q (want %s)", name, supported())
 }
 
-// String returns the migrations directory name of k.
+func contains(names []string, name string) bool {
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func supported() string {
+	var names []string
+	for _, k := range Kinds() {
+		names = append(names, k.String())
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// Open returns the driver of db's dialector; see Of.
+func Open(db *gorm.DB) (sqldriver.Driver, error) {
+	k, err := Of(db)
+	if err != nil {
+		return nil, err
+	}
+	return k.Driver(), nil
+}
+
+// For returns the driver of k, or an error naming a Kind that has none.
+func For(k Kind) (sqldriver.Driver, error) {
+	if k <= 0 || int(k) >= len(drivers) || drivers[k] == nil {
+		return nil, fmt.Errorf("unsupported database dialect Kind(%d) (want %s)", int(k), supported())
+	}
+	return drivers[k], nil
+}
+
+// Driver returns the driver of k. It panics on a Kind that is not one of
+// the constants (a Kind is only ever made by Of): there is no fallback.
+func (k Kind) Driver() sqldriver.Driver {
+	d, err := For(k)
+	if err != nil {
+		panic("dialect: " + err.Error())
+	}
+	return d
+}
+
+// String returns the driver's name of k (its migrations directory), or
+// Kind(n) for a Kind that has no driver.
 func (k Kind) String() string {
-	switch k {
-	case Postgres:
-		return "postgres"
-	case MySQL:
-		return "mysql"
-	case SQLite:
-		return "sqlite"
+	if d, err := For(k); err == nil {
+		return d.Name()
 	}
-	return "unknown"
+	return fmt.Sprintf("Kind(%d)", int(k))
 }
-
-// sqliteTime is the text form of times in SQLite: UTC with a fixed-width
-// fraction, so that text comparison orders times correctly. The
-// mattn/go-sqlite3 driver parses it back into a time.Time.
-const sqliteTime = "2006-01-02 15:04:05.000000000+00:00"
-
-// mysqlTime is a DATETIME(6) literal in UTC, independent of the driver's loc.
-const mysqlTime = "2006-01-02 15:04:05.000000"
 
 // Time returns t as a value to bind where the database compares it with
-// its own clock.
-func (k Kind) Time(t time.Time) any {
-	switch k {
-	case SQLite:
-		return t.UTC().Format(sqliteTime)
-	case MySQL:
-		return t.UTC().Format(mysqlTime)
-	default:
-		return t
-	}
-}
+// its own clock (sqldriver.Clock).
+func (k Kind) Time(t time.Time) any { return k.Driver().Time(t) }
 
 // Now returns an SQL expression for the current time by the database clock,
 // and its arguments. SQLite has no server clock: the process clock is bound.
-func (k Kind) Now() (string, []any) {
-	switch k {
-	case Postgres:
-		return "clock_timestamp()", nil
-	case MySQL:
-		return "UTC_TIMESTAMP(6)", nil
-	default:
-		return "?", []any{k.Time(time.Now())}
-	}
-}
+func (k Kind) Now() (string, []any) { return k.Driver().Now() }
 
 // NowPlus returns an SQL expression for now plus d, and its arguments.
-func (k Kind) NowPlus(d time.Duration) (string, []any) {
-	us := d.Microseconds()
-	switch k {
-	case Postgres:
-		return "clock_timestamp() + ? * interval '1 microsecond'", []any{us}
-	case MySQL:
-		return "UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND", []any{us}
-	default:
-		return "?", []any{k.Time(time.Now().Add(d))}
-	}
-}
+func (k Kind) NowPlus(d time.Duration) (string, []any) { return k.Driver().NowPlus(d) }
 
-// InsertIgnore returns the clause that makes an INSERT into table skip rows
-// whose unique column col already holds the value, without failing the
-// transaction and without hiding other errors (MySQL's INSERT IGNORE would).
-func (k Kind) InsertIgnore(col string) string {
-	switch k {
-	case MySQL:
-		return " ON DUPLICATE KEY UPDATE " + col + " = " + col
-	default:
-		return " ON CONFLICT (" + col + ") DO NOTHING"
-	}
-}
+// InsertIgnore returns the clause that makes an INSERT skip rows whose
+// unique column col already holds the value (sqldriver.Statements).
+func (k Kind) InsertIgnore(col string) string { return k.Driver().InsertIgnore(col) }
 
 // InsertIgnoreCounted reports whether the affected-row count of an
-// InsertIgnore statement tells an inserted row (1) from a skipped one (0)
-// whatever the connection's settings. It does not on MySQL: with
-// clientFoundRows=true (a common DSN flag) a skipped row counts 1, as the
-// row that ON DUPLICATE KEY UPDATE found; read what the row holds instead.
-func (k Kind) InsertIgnoreCounted() bool { return k != MySQL }
+// InsertIgnore statement tells an inserted row from a skipped one
+// (sqldriver.Statements).
+func (k Kind) InsertIgnoreCounted() bool { return k.Driver().InsertIgnoreCounted() }
 
 // SecondsSince returns an SQL expression for the seconds elapsed since the
 // time expression expr, by the database clock.
-func (k Kind) SecondsSince(expr string) string {
-	switch k {
-	case Postgres:
-		return "EXTRACT(EPOCH FROM (clock_timestamp() - " + expr + "))"
-	case MySQL:
-		return "(TIMESTAMPDIFF(MICROSECOND, " + expr + ", UTC_TIMESTAMP(6)) / 1000000.0)"
-	default:
-		return "((julianday('now') - julianday(" + expr + ")) * 86400.0)"
-	}
-}
+func (k Kind) SecondsSince(expr string) string { return k.Driver().SecondsSince(expr) }
+
+// Upsert returns the clause that makes an INSERT update cols (to the
+// values it tried to insert) when a row with the same key column exists.
+func (k Kind) Upsert(key string, cols ...string) string { return k.Driver().Upsert(key, cols...) }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -142,28 +156,4 @@ func CheckIdent(name string, max int) error {
 		return fmt.Errorf("%q is longer than %d characters", name, max)
 	}
 	return nil
-}
-
-// Upsert returns the clause that makes an INSERT update cols (to the
-// values it tried to insert) when a row with the same key column exists.
-func (k Kind) Upsert(key string, cols ...string) string {
-	var sb strings.Builder
-	if k == MySQL {
-		sb.WriteString(" ON DUPLICATE KEY UPDATE ")
-		for i, c := range cols {
-			if i > 0 {
-				sb.WriteString(", ")
-			}
-			sb.WriteString(c + " = VALUES(" + c + ")")
-		}
-		return sb.String()
-	}
-	sb.WriteString(" ON CONFLICT (" + key + ") DO UPDATE SET ")
-	for i, c := range cols {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteString(c + " = excluded." + c)
-	}
-	return sb.String()
 }

@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox/internal/dialect"
+	"github.com/gormoutbox/outbox/internal/sqldriver"
 	"github.com/gormoutbox/outbox/migrations"
 )
 
@@ -45,10 +46,11 @@ func read(fsys fs.FS, dialect, name string, rename map[string]string) ([]string,
 
 // Apply runs, in order, those of the up migrations names that were not
 // applied to db yet, and records each in VersionTable. Concurrent callers
-// (replicas starting with AutoMigrate) are serialised: on PostgreSQL all
-// files run in one transaction under an advisory lock; on MySQL, whose DDL
-// commits itself, each file runs under a named lock (GET_LOCK) and is
-// recorded right after it succeeded; on SQLite in one transaction.
+// (replicas starting with AutoMigrate) are serialised by the dialect's
+// driver (sqldriver.Migration): on PostgreSQL all files run in one
+// transaction under an advisory lock; on MySQL, whose DDL commits itself,
+// each file runs under a named lock (GET_LOCK) and is recorded right
+// after it succeeded; on SQLite in one transaction.
 func Apply(db *gorm.DB, names []string, rename map[string]string) error {
 	return ApplyFS(db, migrations.FS, names, rename)
 }
@@ -56,47 +58,23 @@ func Apply(db *gorm.DB, names []string, rename map[string]string) error {
 // ApplyFS is Apply with the migration files read from fsys, laid out as
 // package migrations lays them out ("<dialect>/<name>.up.sql").
 func ApplyFS(db *gorm.DB, fsys fs.FS, names []string, rename map[string]string) error {
-	kind, err := dialect.Of(db)
+	drv, err := dialect.Open(db)
 	if err != nil {
 		return err
 	}
-	m := &migrator{fsys: fsys, kind: kind, names: names, rename: rename, target: target(names, rename)}
-	switch kind {
-	case dialect.MySQL:
-		return db.Connection(func(conn *gorm.DB) error {
-			var got *int
-			if err := conn.Raw("SELECT GET_LOCK(?, 60)", migrateLockName).Scan(&got).Error; err != nil || got == nil || *got != 1 {
-				return fmt.Errorf("migration lock %s: not acquired in 60s (%v)", migrateLockName, err)
-			}
-			defer conn.Exec("SELECT RELEASE_LOCK(?)", migrateLockName)
-			return m.run(conn)
-		})
-	case dialect.SQLite:
-		// One transaction: it takes the write lock once and waits for it
-		// (busy timeout) instead of failing between two statements.
-		return db.Transaction(m.run)
-	}
-	// PostgreSQL: DDL is transactional. One transaction, serialised with
-	// other migrators, so that concurrent CREATE … IF NOT EXISTS do not
-	// collide and the trigger is never seen missing.
-	return db.Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", migrateLock).Error; err != nil {
-			return fmt.Errorf("migration lock: %w", err)
-		}
-		return m.run(tx)
-	})
+	return ApplyDriver(db, drv, fsys, names, rename)
 }
 
-// migrateLock is the advisory lock that serialises migrations on PostgreSQL,
-// migrateLockName the named lock on MySQL.
-const (
-	migrateLock     int64 = 0x676f726d6f7574 // "gormout"
-	migrateLockName       = "gorm_outbox_migrate"
-)
+// ApplyDriver is ApplyFS through drv, db's driver: drv serialises the
+// migrators (sqldriver.Migration) and names the folder of the files.
+func ApplyDriver(db *gorm.DB, drv sqldriver.Driver, fsys fs.FS, names []string, rename map[string]string) error {
+	m := &migrator{fsys: fsys, drv: drv, names: names, rename: rename, target: target(names, rename)}
+	return drv.LockMigrations(db, m.run)
+}
 
 type migrator struct {
 	fsys   fs.FS
-	kind   dialect.Kind
+	drv    sqldriver.Driver
 	names  []string
 	rename map[string]string
 	target string
@@ -118,7 +96,7 @@ func target(names []string, rename map[string]string) string {
 
 // run applies the missing migrations through db, which holds the lock.
 func (m *migrator) run(db *gorm.DB) error {
-	if err := db.Exec(versionTableSQL(m.kind)).Error; err != nil {
+	if err := db.Exec(m.drv.VersionTableSQL(VersionTable)).Error; err != nil {
 		return fmt.Errorf("creating %s: %w", VersionTable, err)
 	}
 	var done []string
@@ -133,32 +111,20 @@ func (m *migrator) run(db *gorm.DB) error {
 		if applied[name] {
 			continue
 		}
-		stmts, err := read(m.fsys, m.kind.String(), name, m.rename)
+		stmts, err := read(m.fsys, m.drv.Name(), name, m.rename)
 		if err != nil {
 			return err
 		}
 		for _, s := range stmts {
 			if err := db.Exec(s).Error; err != nil {
-				return fmt.Errorf("migration %s/%s: %w", m.kind, name, err)
+				return fmt.Errorf("migration %s/%s: %w", m.drv.Name(), name, err)
 			}
 		}
 		if err := db.Exec("INSERT INTO "+VersionTable+" (target, name) VALUES (?, ?)", m.target, name).Error; err != nil {
-			return fmt.Errorf("recording migration %s/%s: %w", m.kind, name, err)
+			return fmt.Errorf("recording migration %s/%s: %w", m.drv.Name(), name, err)
 		}
 	}
 	return nil
-}
-
-func versionTableSQL(k dialect.Kind) string {
-	applied := "applied_at TIMESTAMPTZ NOT NULL DEFAULT now()"
-	switch k {
-	case dialect.MySQL:
-		applied = "applied_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))"
-	case dialect.SQLite:
-		applied = "applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))"
-	}
-	return "CREATE TABLE IF NOT EXISTS " + VersionTable + " (target VARCHAR(128) NOT NULL, name VARCHAR(128) NOT NULL, " +
-		applied + ", PRIMARY KEY (target, name))"
 }
 
 // Split cuts a SQL file into statements at semicolons that end a line,

@@ -1,21 +1,27 @@
-package relay
+package mysql
 
 import (
 	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	"gorm.io/gorm"
 
-	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/sqldriver"
 )
 
-// mysqlDriver claims in a short READ COMMITTED transaction of a few
+// The states of an unfinished event, as the status column stores them.
+const (
+	statusPending    = "pending"
+	statusFailed     = "failed"
+	statusPublishing = "publishing"
+)
+
+// Claim claims in a short READ COMMITTED transaction of a few
 // statements, each served by an index that leads with status (InnoDB has
 // no partial indexes, and MariaDB no LATERAL and no lazy recursive CTE).
 // It reads through secondary indexes without locking and locks only by
@@ -31,17 +37,11 @@ import (
 //  5. pick the batch and UPDATE it by id.
 //
 // MariaDB has no UPDATE … RETURNING: the rows are read in steps 2 to 4.
-type mysqlDriver struct {
-	table  string
-	cursor keyCursor
-}
-
-func (d *mysqlDriver) claim(ctx context.Context, db *gorm.DB, worker string, limit int, lease time.Duration) ([]outbox.OutboxEvent, error) {
-	from := d.cursor.get()
-	var rows []outbox.OutboxEvent
+func (Driver) Claim(ctx context.Context, db *gorm.DB, p sqldriver.ClaimParams) ([]sqldriver.ClaimedEvent, error) {
+	var rows []sqldriver.ClaimedEvent
 	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		c := &mysqlClaim{table: d.table, tx: tx, limit: limit}
-		heads, err := c.heads(from)
+		c := &claim{table: p.Table, tx: tx, limit: p.Limit}
+		heads, err := c.heads(p.Cursor)
 		if err != nil {
 			return err
 		}
@@ -53,29 +53,30 @@ func (d *mysqlDriver) claim(ctx context.Context, db *gorm.DB, worker string, lim
 		if err != nil {
 			return err
 		}
-		rows = pick(limit, heads, runs, unkeyed)
-		return c.mark(rows, worker, lease)
+		rows = pick(p.Limit, heads, runs, unkeyed)
+		return c.mark(rows, p.Worker, p.Lease)
 	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
 	}
-	for i := range rows {
-		rows[i].Status = outbox.StatusPublishing
+	for i := range rows { // as the UPDATE left them
 		rows[i].ClaimVersion++
 		rows[i].Attempts++
 	}
-	d.cursor.advance(from, rows)
 	return rows, nil
 }
 
-func (d *mysqlDriver) wakeups(context.Context, *gorm.DB, *slog.Logger) <-chan struct{} { return nil }
-func (d *mysqlDriver) notify(*gorm.DB)                                                 {}
-func (d *mysqlDriver) analyze(context.Context, *gorm.DB) error                         { return nil }
-func (d *mysqlDriver) concurrentWriters() bool                                         { return true }
-func (d *mysqlDriver) returning() bool                                                 { return false }
+// Returning is false: MariaDB has no UPDATE … RETURNING.
+func (Driver) Returning() bool { return false }
 
-// mysqlClaim is one claim's transaction.
-type mysqlClaim struct {
+// ConcurrentWriters is true.
+func (Driver) ConcurrentWriters() bool { return true }
+
+// Listens is false: the relay polls.
+func (Driver) Listens() bool { return false }
+
+// claim is one claim's transaction.
+type claim struct {
 	table string
 	tx    *gorm.DB
 	limit int
@@ -84,8 +85,8 @@ type mysqlClaim struct {
 // heads walks the keys from after from to the last key, then from the
 // first key up to from, and returns the claimable heads it locked, at most
 // limit.
-func (c *mysqlClaim) heads(from string) ([]outbox.OutboxEvent, error) {
-	var out []outbox.OutboxEvent
+func (c *claim) heads(from string) ([]sqldriver.ClaimedEvent, error) {
+	var out []sqldriver.ClaimedEvent
 	type segment struct {
 		lo string  // exclusive
 		hi *string // inclusive; nil: no bound
@@ -121,7 +122,7 @@ func (c *mysqlClaim) heads(from string) ([]outbox.OutboxEvent, error) {
 
 // walkStatuses are the states of an unfinished event, in the order of the
 // parts of the walk's statement.
-var walkStatuses = []outbox.Status{outbox.StatusPending, outbox.StatusFailed, outbox.StatusPublishing}
+var walkStatuses = []string{statusPending, statusFailed, statusPublishing}
 
 // walk reads the first pending, failed and publishing event of the keys
 // after lo (and up to hi), at most limit keys per state, and returns the
@@ -133,7 +134,7 @@ var walkStatuses = []outbox.Status{outbox.StatusPending, outbox.StatusFailed, ou
 // status is matched by IN with a second, impossible value on purpose: with
 // a plain equality MariaDB reads the range row by row instead of jumping
 // from key to key.
-func (c *mysqlClaim) walk(lo string, hi *string) (heads []int64, end string, more bool, err error) {
+func (c *claim) walk(lo string, hi *string) (heads []int64, end string, more bool, err error) {
 	var (
 		q    strings.Builder
 		args []any
@@ -143,7 +144,7 @@ func (c *mysqlClaim) walk(lo string, hi *string) (heads []int64, end string, mor
 			q.WriteString(" UNION ALL ")
 		}
 		q.WriteString("(SELECT status, partition_key, MIN(id) FROM " + c.table + " WHERE status IN (?, '') AND partition_key > ?")
-		args = append(args, string(s), lo)
+		args = append(args, s, lo)
 		if hi != nil {
 			q.WriteString(" AND partition_key <= ?")
 			args = append(args, *hi)
@@ -158,14 +159,14 @@ func (c *mysqlClaim) walk(lo string, hi *string) (heads []int64, end string, mor
 	defer rows.Close()
 	type first struct {
 		id     int64
-		status outbox.Status
+		status string
 	}
 	byKey := map[string]first{}
-	last := map[outbox.Status]string{}
-	count := map[outbox.Status]int{}
+	last := map[string]string{}
+	count := map[string]int{}
 	for rows.Next() {
 		var (
-			status outbox.Status
+			status string
 			key    string
 			id     int64
 		)
@@ -188,7 +189,7 @@ func (c *mysqlClaim) walk(lo string, hi *string) (heads []int64, end string, mor
 	}
 	keys := make([]string, 0, len(byKey))
 	for k, f := range byKey {
-		if f.status != outbox.StatusPublishing && (!more || k <= end) {
+		if f.status != statusPublishing && (!more || k <= end) {
 			keys = append(keys, k)
 		}
 	}
@@ -201,113 +202,31 @@ func (c *mysqlClaim) walk(lo string, hi *string) (heads []int64, end string, mor
 
 // lockHeads locks those of the heads ids that are still claimable and not
 // locked by another claim, and reads them.
-func (c *mysqlClaim) lockHeads(ids []int64) ([]outbox.OutboxEvent, error) {
-	rows, err := c.tx.Raw(`SELECT `+claimColumns+` FROM `+c.table+` FORCE INDEX (PRIMARY)
+func (c *claim) lockHeads(ids []int64) ([]sqldriver.ClaimedEvent, error) {
+	rows, err := c.tx.Raw(`SELECT `+sqldriver.ClaimColumns+` FROM `+c.table+` FORCE INDEX (PRIMARY)
 		WHERE id IN ? AND status IN ('pending', 'failed') AND available_at <= UTC_TIMESTAMP(6)
 		FOR UPDATE SKIP LOCKED`, ids).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("locking the heads of partition keys: %w", err)
 	}
-	return scanClaimed(rows)
-}
-
-// runs reads, for each head, the events of its key that follow it and can
-// go with it: in id order, up to the first that is publishing or not due,
-// at most ceil(limit/heads)-1 per key. The run's rows are ranked from 2.
-// They need no lock: no other claim takes an event behind a head this
-// claim holds, and mark checks their status again.
-func (c *mysqlClaim) runs(heads []outbox.OutboxEvent) ([]ranked, error) {
-	if len(heads) == 0 {
-		return nil, nil
-	}
-	per := (c.limit+len(heads)-1)/len(heads) - 1
-	if per < 1 {
-		return nil, nil
-	}
-	var out []ranked
-	for chunk := range slices.Chunk(heads, runsPerStatement) {
-		got, err := c.runsOf(chunk, per)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, got...)
-	}
-	return out, nil
-}
-
-// runsPerStatement bounds the heads whose runs one statement reads (12
-// bind parameters each; MySQL takes 65,535 per statement).
-const runsPerStatement = 1000
-
-// runsOf reads the runs behind heads, at most per events each.
-func (c *mysqlClaim) runsOf(heads []outbox.OutboxEvent, per int) ([]ranked, error) {
-	var (
-		q    strings.Builder
-		args []any
-	)
-	for i := range heads {
-		for j, s := range walkStatuses {
-			if i > 0 || j > 0 {
-				q.WriteString(" UNION ALL ")
-			}
-			n := per
-			if s == outbox.StatusPublishing {
-				n = 1 // the first one ends the run
-			}
-			q.WriteString("(SELECT " + claimColumns + ", status, available_at <= UTC_TIMESTAMP(6) FROM " + c.table +
-				" WHERE status = ? AND partition_key = ? AND id > ? ORDER BY id LIMIT ?)")
-			args = append(args, string(s), heads[i].PartitionKey, heads[i].ID, n)
-		}
-	}
-	rows, err := c.tx.Raw(q.String(), args...).Rows()
-	if err != nil {
-		return nil, fmt.Errorf("reading the runs of partition keys: %w", err)
-	}
-	defer rows.Close()
-	type follower struct {
-		e      outbox.OutboxEvent
-		status outbox.Status
-		due    bool
-	}
-	byKey := map[string][]follower{}
-	for rows.Next() {
-		var f follower
-		if f.e, err = scanEvent(rows, &f.status, &f.due); err != nil {
-			return nil, err
-		}
-		byKey[f.e.PartitionKey] = append(byKey[f.e.PartitionKey], f)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	var out []ranked
-	for _, fs := range byKey {
-		slices.SortFunc(fs, func(a, b follower) int { return cmp.Compare(a.e.ID, b.e.ID) })
-		for i, f := range fs {
-			if i == per || f.status == outbox.StatusPublishing || !f.due {
-				break
-			}
-			out = append(out, ranked{e: f.e, rank: i + 2})
-		}
-	}
-	return out, nil
+	return sqldriver.ScanClaimed(rows)
 }
 
 // unkeyed locks and reads claimable events without a key, at most limit,
 // the oldest first: it reads the ids of the oldest 2×limit (a plain read of
-// the claim index), then locks those that no other claim holds, by primary
-// key. A locking read over a range of a secondary index would also lock
+// the claim index), then locks, oldest first, those that no other claim
+// holds, by primary key. A locking read over a range of a secondary index would also lock
 // the entry past its end (the first event with a key), which another
 // claim may be updating: two claims would then wait for each other.
-func (c *mysqlClaim) unkeyed() ([]outbox.OutboxEvent, error) {
+func (c *claim) unkeyed() ([]sqldriver.ClaimedEvent, error) {
 	type candidate struct {
 		id        int64
-		available anyTime
+		available sqldriver.AnyTime
 	}
 	part := `(SELECT id, available_at FROM ` + c.table + `
 		WHERE status = ? AND partition_key = '' AND available_at <= UTC_TIMESTAMP(6)
 		ORDER BY available_at, id LIMIT ?)`
-	rows, err := c.tx.Raw(part+" UNION ALL "+part, string(outbox.StatusFailed), 2*c.limit, string(outbox.StatusPending), 2*c.limit).Rows()
+	rows, err := c.tx.Raw(part+" UNION ALL "+part, statusFailed, 2*c.limit, statusPending, 2*c.limit).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("reading events without a key: %w", err)
 	}
@@ -328,20 +247,38 @@ func (c *mysqlClaim) unkeyed() ([]outbox.OutboxEvent, error) {
 		return nil, nil
 	}
 	slices.SortFunc(cands, func(a, b candidate) int {
-		return cmp.Or(a.available.t.Compare(b.available.t), cmp.Compare(a.id, b.id))
+		return cmp.Or(a.available.T.Compare(b.available.T), cmp.Compare(a.id, b.id))
 	})
 	ids := make([]int64, 0, min(len(cands), 2*c.limit))
 	for _, e := range cands[:min(len(cands), 2*c.limit)] {
 		ids = append(ids, e.id)
 	}
-	rows, err = c.tx.Raw(`SELECT `+claimColumns+` FROM `+c.table+` FORCE INDEX (PRIMARY)
+	// Lock the oldest first: by primary key, a chunk at a time of as many
+	// as are still missing (a LIMIT here would keep the lowest ids, not
+	// the oldest events).
+	var out []sqldriver.ClaimedEvent
+	for len(ids) > 0 && len(out) < c.limit {
+		n := min(len(ids), c.limit-len(out))
+		got, err := c.lockUnkeyed(ids[:n])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+		ids = ids[n:]
+	}
+	return out, nil
+}
+
+// lockUnkeyed locks those of the events without a key ids that are still
+// claimable and not locked by another claim, and reads them.
+func (c *claim) lockUnkeyed(ids []int64) ([]sqldriver.ClaimedEvent, error) {
+	rows, err := c.tx.Raw(`SELECT `+sqldriver.ClaimColumns+` FROM `+c.table+` FORCE INDEX (PRIMARY)
 		WHERE id IN ? AND status IN ('pending', 'failed') AND partition_key = '' AND available_at <= UTC_TIMESTAMP(6)
-		LIMIT ?
-		FOR UPDATE SKIP LOCKED`, ids, c.limit).Rows()
+		FOR UPDATE SKIP LOCKED`, ids).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("locking events without a key: %w", err)
 	}
-	return scanClaimed(rows)
+	return sqldriver.ScanClaimed(rows)
 }
 
 // mark claims rows for worker. Every row is locked or behind a locked head,
@@ -349,7 +286,7 @@ func (c *mysqlClaim) unkeyed() ([]outbox.OutboxEvent, error) {
 // claim back. The UPDATE goes by primary key (FORCE INDEX): through a
 // status range of a secondary index, two claims lock rows in different
 // orders and deadlock.
-func (c *mysqlClaim) mark(rows []outbox.OutboxEvent, worker string, lease time.Duration) error {
+func (c *claim) mark(rows []sqldriver.ClaimedEvent, worker string, lease time.Duration) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -368,34 +305,4 @@ func (c *mysqlClaim) mark(rows []outbox.OutboxEvent, worker string, lease time.D
 		return fmt.Errorf("claimed %d of %d events: some changed during the claim", res.RowsAffected, len(ids))
 	}
 	return nil
-}
-
-// ranked is a candidate of a claim and its position in its key's run (1
-// for a head and for an event without a key).
-type ranked struct {
-	e    outbox.OutboxEvent
-	rank int
-}
-
-// pick fills a batch of at most limit from the heads, the runs behind them
-// and the events without a key: by position in run, then oldest first, so
-// that every key and the events without a key share the batch, and a key's
-// events in the batch are a prefix of its run.
-func pick(limit int, heads []outbox.OutboxEvent, runs []ranked, unkeyed []outbox.OutboxEvent) []outbox.OutboxEvent {
-	all := make([]ranked, 0, len(heads)+len(runs)+len(unkeyed))
-	for _, e := range heads {
-		all = append(all, ranked{e: e, rank: 1})
-	}
-	all = append(all, runs...)
-	for _, e := range unkeyed {
-		all = append(all, ranked{e: e, rank: 1})
-	}
-	slices.SortFunc(all, func(a, b ranked) int {
-		return cmp.Or(cmp.Compare(a.rank, b.rank), a.e.AvailableAt.Compare(b.e.AvailableAt), cmp.Compare(a.e.ID, b.e.ID))
-	})
-	out := make([]outbox.OutboxEvent, 0, min(limit, len(all)))
-	for i := range all[:min(limit, len(all))] {
-		out = append(out, all[i].e)
-	}
-	return out
 }

@@ -1,0 +1,129 @@
+package drivertest
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox/internal/sqldriver"
+)
+
+func exerciseRetention(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *gorm.DB) {
+	// DeletePublished deletes only published events published longer ago
+	// than OlderThan, at most Limit, lowest ids first.
+	t.Run("DeletePublished", func(t *testing.T) {
+		db := setup(t)
+		insert(t, drv, db, false, event("old1", "", nil), event("old2", "", nil), event("old3", "", nil),
+			event("recent", "", nil), event("dead", "", nil), event("pending", "", nil), event("failed", "", nil))
+		old, oa := drv.NowPlus(-2 * time.Hour)
+		recent, ra := drv.NowPlus(-time.Minute)
+		must(t, db.Exec("UPDATE "+Table+" SET status = 'published', published_at = "+old+" WHERE event_id LIKE 'old%'", oa...).Error)
+		must(t, db.Exec("UPDATE "+Table+" SET status = 'published', published_at = "+recent+" WHERE event_id = 'recent'", ra...).Error)
+		// A dead or failed event is never deleted, even with an old published_at.
+		must(t, db.Exec("UPDATE "+Table+" SET status = 'dead', published_at = "+old+" WHERE event_id = 'dead'", oa...).Error)
+		must(t, db.Exec("UPDATE "+Table+" SET status = 'failed', published_at = "+old+" WHERE event_id = 'failed'", oa...).Error)
+		del := func(limit int) (int, int64) {
+			found, deleted, err := drv.DeletePublished(t.Context(), db, sqldriver.DeletePublishedParams{Table: Table, OlderThan: time.Hour, Limit: limit})
+			must(t, err)
+			return found, deleted
+		}
+		if f, d := del(2); f != 2 || d != 2 {
+			t.Fatalf("DeletePublished(limit 2) = %d found, %d deleted; want 2, 2", f, d)
+		}
+		if got := count(t, db, Table, "event_id = 'old3'"); got != 1 {
+			t.Fatal("old3 deleted before old1 and old2 (lowest ids first)")
+		}
+		if f, d := del(10); f != 1 || d != 1 {
+			t.Fatalf("DeletePublished(limit 10) = %d found, %d deleted; want 1, 1", f, d)
+		}
+		var left []string
+		must(t, db.Raw("SELECT event_id FROM "+Table+" ORDER BY event_id").Scan(&left).Error)
+		if strings.Join(left, ",") != "dead,failed,pending,recent" {
+			t.Fatalf("left %v, want dead, failed, pending, recent", left)
+		}
+	})
+
+	// PruneKeyLocks keeps the locks used recently, deletes the others, and
+	// never stops keys from being locked again.
+	t.Run("PruneKeyLocks", func(t *testing.T) {
+		db := setup(t)
+		lock := func(keys ...string) {
+			must(t, db.Transaction(func(tx *gorm.DB) error {
+				return drv.LockKeys(tx, sqldriver.LockKeysParams{Table: Table, Keys: keys})
+			}))
+		}
+		lock("a", "b")
+		if n, err := drv.PruneKeyLocks(t.Context(), db, Table, time.Hour, 100); err != nil || n != 0 {
+			t.Fatalf("PruneKeyLocks(1h) right after locking: %d, %v; want 0", n, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		n, err := drv.PruneKeyLocks(t.Context(), db, Table, time.Millisecond, 1)
+		must(t, err)
+		if n > 1 {
+			t.Fatalf("PruneKeyLocks with limit 1 deleted %d", n)
+		}
+		if ok, _ := drv.TableExists(db, Table+"_keys"); ok {
+			if n != 1 {
+				t.Fatalf("PruneKeyLocks(1ms) deleted %d of the 2 old lock rows, want 1 (the limit)", n)
+			}
+			if got := count(t, db, Table+"_keys", "1 = 1"); got != 1 {
+				t.Fatalf("%d lock rows left, want 1", got)
+			}
+		}
+		lock("a", "b")
+	})
+}
+
+func exerciseMigration(t *testing.T, drv sqldriver.Driver, open func(*testing.T) *gorm.DB) {
+	// LockMigrations runs one fn at a time across connections.
+	t.Run("LockMigrationsSerialises", func(t *testing.T) {
+		db := open(t)
+		var (
+			inside, most atomic.Int32
+			wg           sync.WaitGroup
+		)
+		errs := make(chan error, 4)
+		for range 4 {
+			wg.Go(func() {
+				errs <- drv.LockMigrations(db, func(tx *gorm.DB) error {
+					n := inside.Add(1)
+					defer inside.Add(-1)
+					if n > most.Load() {
+						most.Store(n)
+					}
+					time.Sleep(50 * time.Millisecond)
+					return tx.Exec("SELECT 1").Error
+				})
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			must(t, err)
+		}
+		if most.Load() != 1 {
+			t.Fatalf("%d migrators ran at once, want 1", most.Load())
+		}
+	})
+
+	// The version table is created once (IF NOT EXISTS), keyed by target
+	// and name, and stamps applied_at itself.
+	t.Run("VersionTable", func(t *testing.T) {
+		db := open(t)
+		q := drv.VersionTableSQL("versions")
+		must(t, db.Exec(q).Error)
+		must(t, db.Exec(q).Error)
+		must(t, db.Exec("INSERT INTO versions (target, name) VALUES (?, ?)", "t", "0001").Error)
+		must(t, db.Exec("INSERT INTO versions (target, name) VALUES (?, ?)", "u", "0001").Error)
+		if err := db.Exec("INSERT INTO versions (target, name) VALUES (?, ?)", "t", "0001").Error; err == nil {
+			t.Fatal("a second record of one target and name was accepted")
+		}
+		if got := count(t, db, "versions", "applied_at IS NOT NULL"); got != 2 {
+			t.Fatalf("%d records stamped, want 2", got)
+		}
+	})
+}

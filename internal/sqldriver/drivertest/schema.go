@@ -1,0 +1,94 @@
+package drivertest
+
+import (
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox/internal/sqldriver"
+)
+
+func exerciseStatements(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *gorm.DB) {
+	// InsertIgnore skips a duplicate without failing the transaction,
+	// and, where InsertIgnoreCounted, counts it 0.
+	t.Run("InsertIgnore", func(t *testing.T) {
+		db := setup(t)
+		q := "INSERT INTO " + IdemTable + " (idempotency_key, status, token, expires_at, created_at) VALUES (?, 'running', ?, ?, ?)" +
+			drv.InsertIgnore("idempotency_key")
+		now := drv.Time(timeNow())
+		must(t, db.Transaction(func(tx *gorm.DB) error {
+			first := tx.Exec(q, "k", "first", now, now)
+			if first.Error != nil || first.RowsAffected != 1 {
+				t.Fatalf("first insert: %v, %d rows, want 1", first.Error, first.RowsAffected)
+			}
+			second := tx.Exec(q, "k", "second", now, now)
+			if second.Error != nil {
+				t.Fatalf("duplicate insert failed: %v", second.Error)
+			}
+			if drv.InsertIgnoreCounted() && second.RowsAffected != 0 {
+				t.Errorf("duplicate insert counted %d rows, want 0 (InsertIgnoreCounted)", second.RowsAffected)
+			}
+			// The transaction is still usable.
+			return tx.Exec(q, "k2", "x", now, now).Error
+		}))
+		var tokens []string
+		must(t, db.Raw("SELECT token FROM "+IdemTable+" ORDER BY idempotency_key").Scan(&tokens).Error)
+		if len(tokens) != 2 || tokens[0] != "first" {
+			t.Fatalf("tokens %v, want [first x]: the duplicate must leave the row alone", tokens)
+		}
+	})
+
+	// Upsert inserts a new row and updates the listed columns of an
+	// existing one.
+	t.Run("Upsert", func(t *testing.T) {
+		db := setup(t)
+		q := "INSERT INTO " + IdemTable + " (idempotency_key, status, token, expires_at, created_at) VALUES (?, ?, ?, ?, ?)" +
+			drv.Upsert("idempotency_key", "status", "token")
+		now := drv.Time(timeNow())
+		must(t, db.Exec(q, "k", "running", "a", now, now).Error)
+		must(t, db.Exec(q, "k", "succeeded", "b", now, now).Error)
+		var rows []struct{ Status, Token string }
+		must(t, db.Raw("SELECT status, token FROM "+IdemTable).Scan(&rows).Error)
+		if len(rows) != 1 || rows[0].Status != "succeeded" || rows[0].Token != "b" {
+			t.Fatalf("rows %+v, want one updated to succeeded/b", rows)
+		}
+	})
+}
+
+func exerciseSchema(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *gorm.DB) {
+	db := setup(t)
+	t.Run("CheckConn", func(t *testing.T) {
+		if err := drv.CheckConn(db); err != nil {
+			t.Fatalf("CheckConn of the test connection: %v", err)
+		}
+	})
+	// TableExists finds every table the migrations create, and only those.
+	t.Run("TableExists", func(t *testing.T) {
+		tables := drv.OutboxTables(Table)
+		if len(tables) < 2 || tables[0] != Table || tables[1] != Table+"_relays" {
+			t.Fatalf("OutboxTables(%q) = %v, want the table, its _relays table, …", Table, tables)
+		}
+		for _, tb := range append(tables, IdemTable) {
+			if ok, err := drv.TableExists(db, tb); err != nil || !ok {
+				t.Errorf("TableExists(%q) = %v, %v; want true", tb, ok, err)
+			}
+		}
+		if ok, err := drv.TableExists(db, "no_such_table"); err != nil || ok {
+			t.Errorf("TableExists(no_such_table) = %v, %v; want false", ok, err)
+		}
+	})
+	// A mixed-case name, as the library's SQL writes it (unquoted), is
+	// found by TableExists and reached through GORM with GormTable.
+	t.Run("MixedCase", func(t *testing.T) {
+		must(t, db.Exec("CREATE TABLE MixedCase_T (id INTEGER NOT NULL PRIMARY KEY)").Error)
+		must(t, db.Exec("INSERT INTO MixedCase_T (id) VALUES (1)").Error)
+		if ok, err := drv.TableExists(db, "MixedCase_T"); err != nil || !ok {
+			t.Errorf("TableExists(MixedCase_T) = %v, %v; want true", ok, err)
+		}
+		var n int64
+		must(t, db.Table(drv.GormTable("MixedCase_T")).Count(&n).Error)
+		if n != 1 {
+			t.Errorf("%d rows through GormTable, want 1", n)
+		}
+	})
+}

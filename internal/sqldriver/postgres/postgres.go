@@ -1,0 +1,174 @@
+// Package postgres is the sqldriver.Driver of PostgreSQL.
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox/internal/sqldriver"
+)
+
+// Driver is PostgreSQL's sqldriver.Driver. The zero value is ready.
+type Driver struct{}
+
+var _ sqldriver.Driver = Driver{}
+
+// Name returns "postgres".
+func (Driver) Name() string { return "postgres" }
+
+// DialectorNames returns the names of GORM's PostgreSQL dialectors.
+func (Driver) DialectorNames() []string { return []string{"postgres", "pgx"} }
+
+// Now is clock_timestamp(): the time of the statement, not of the
+// transaction's start (now()).
+func (Driver) Now() (string, []any) { return "clock_timestamp()", nil }
+
+// NowPlus is clock_timestamp() plus a bound number of microseconds.
+func (Driver) NowPlus(d time.Duration) (string, []any) {
+	return "clock_timestamp() + ? * interval '1 microsecond'", []any{d.Microseconds()}
+}
+
+// Time returns t: timestamptz stores an instant.
+func (Driver) Time(t time.Time) any { return t }
+
+// StoredTime returns t: timestamptz stores an instant.
+func (Driver) StoredTime(t time.Time) time.Time { return t }
+
+// SecondsSince subtracts expr from clock_timestamp().
+func (Driver) SecondsSince(expr string) string {
+	return "EXTRACT(EPOCH FROM (clock_timestamp() - (" + expr + ")))"
+}
+
+// InsertIgnore is ON CONFLICT (col) DO NOTHING.
+func (Driver) InsertIgnore(col string) string { return " ON CONFLICT (" + col + ") DO NOTHING" }
+
+// InsertIgnoreCounted is true: a skipped row counts 0.
+func (Driver) InsertIgnoreCounted() bool { return true }
+
+// Upsert is ON CONFLICT (key) DO UPDATE SET c = excluded.c, ….
+func (Driver) Upsert(key string, cols ...string) string {
+	set := make([]string, len(cols))
+	for i, c := range cols {
+		set[i] = c + " = excluded." + c
+	}
+	return " ON CONFLICT (" + key + ") DO UPDATE SET " + strings.Join(set, ", ")
+}
+
+// CheckConn accepts any connection.
+func (Driver) CheckConn(*gorm.DB) error { return nil }
+
+// TableExists resolves table as a query would (to_regclass): folded to
+// lower case, through the search_path.
+func (Driver) TableExists(db *gorm.DB, table string) (bool, error) {
+	var n int
+	err := db.Raw("SELECT CASE WHEN to_regclass(?) IS NULL THEN 0 ELSE 1 END", table).Row().Scan(&n)
+	return n == 1, err
+}
+
+// GormTable lower-cases name: PostgreSQL folds an unquoted name to
+// lower case (OrderEvents is the table orderevents), a quoted one not.
+func (Driver) GormTable(name string) string { return strings.ToLower(name) }
+
+// OutboxTables are the table and its heartbeats table.
+func (Driver) OutboxTables(table string) []string { return []string{table, table + "_relays"} }
+
+var insert = sqldriver.EventInsert{Clock: Driver{}, Conflict: Driver{}.InsertIgnore("event_id")}
+
+// InsertEvents inserts the rows in one statement, available_at DEFAULT
+// (now()) where the row has none.
+func (Driver) InsertEvents(tx *gorm.DB, p sqldriver.InsertEventsParams) (int64, error) {
+	return insert.Exec(tx, p)
+}
+
+// InsertCountsRows is true: ON CONFLICT DO NOTHING counts inserted rows.
+func (Driver) InsertCountsRows() bool { return true }
+
+// LockKeys takes a transaction-scoped advisory lock per key: class the
+// hash of the table, key the hash of the key (a collision only makes two
+// keys share a lock), in ascending order. No table, and released by
+// COMMIT or ROLLBACK.
+func (Driver) LockKeys(tx *gorm.DB, p sqldriver.LockKeysParams) error {
+	if len(p.Keys) == 0 {
+		return nil
+	}
+	class := hash("gorm-outbox:" + p.Table)
+	hashes := make([]int32, len(p.Keys))
+	for i, k := range p.Keys {
+		hashes[i] = hash(k)
+	}
+	slices.Sort(hashes)
+	hashes = slices.Compact(hashes)
+	var sql strings.Builder
+	args := make([]any, 0, 2*len(hashes))
+	sql.WriteString("SELECT pg_advisory_xact_lock(l.c, l.k) FROM (VALUES ")
+	for i, h := range hashes {
+		if i > 0 {
+			sql.WriteString(", ")
+		}
+		sql.WriteString("(?::integer, ?::integer)")
+		args = append(args, class, h)
+	}
+	sql.WriteString(") AS l(c, k) ORDER BY l.k")
+	return tx.Exec(sql.String(), args...).Error
+}
+
+func hash(s string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return int32(h.Sum32())
+}
+
+// FindEvents reads plainly: READ COMMITTED sees the latest committed
+// rows already, and under REPEATABLE READ a conflicting insert fails
+// with a serialization error before the read.
+func (Driver) FindEvents(tx *gorm.DB, p sqldriver.FindEventsParams, dest any) error {
+	return sqldriver.FindEvents(tx, p, "", dest)
+}
+
+// InsertKey inserts with ON CONFLICT DO NOTHING, whose count tells.
+func (d Driver) InsertKey(db *gorm.DB, p sqldriver.InsertKeyParams) (bool, error) {
+	q, args := sqldriver.InsertKey(d, p, false, d.InsertIgnore("idempotency_key"))
+	res := db.Exec(q, args...)
+	return res.RowsAffected == 1, res.Error
+}
+
+// TakeOverKey is the shared conditional UPDATE.
+func (d Driver) TakeOverKey(db *gorm.DB, p sqldriver.TakeOverKeyParams) (bool, error) {
+	return sqldriver.TakeOverKey(db, d, p)
+}
+
+// DeletePublished is the shared SELECT of ids and DELETE by id.
+func (d Driver) DeletePublished(ctx context.Context, db *gorm.DB, p sqldriver.DeletePublishedParams) (int, int64, error) {
+	return sqldriver.DeletePublished(ctx, db, d, p)
+}
+
+// PruneKeyLocks does nothing: advisory locks leave no rows.
+func (Driver) PruneKeyLocks(context.Context, *gorm.DB, string, time.Duration, int) (int64, error) {
+	return 0, nil
+}
+
+// migrateLock is the advisory lock that serialises migrations.
+const migrateLock int64 = 0x676f726d6f7574 // "gormout"
+
+// LockMigrations runs fn in one transaction (PostgreSQL's DDL is
+// transactional) holding an advisory lock, so that concurrent CREATE …
+// IF NOT EXISTS do not collide and a trigger is never seen missing.
+func (Driver) LockMigrations(db *gorm.DB, fn func(tx *gorm.DB) error) error {
+	return db.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", migrateLock).Error; err != nil {
+			return fmt.Errorf("migration lock: %w", err)
+		}
+		return fn(tx)
+	})
+}
+
+// VersionTableSQL creates the table with a TIMESTAMPTZ applied_at.
+func (Driver) VersionTableSQL(table string) string {
+	return sqldriver.VersionTableSQL(table, "TIMESTAMPTZ NOT NULL DEFAULT now()")
+}

@@ -1,0 +1,242 @@
+// Package sqldriver is the seam between gorm-outbox and the databases:
+// every SQL statement, expression or fact that differs between
+// PostgreSQL, MySQL/MariaDB and SQLite is a method of Driver, and each
+// dialect implements Driver once, in its own folder (postgres, mysql,
+// sqlite). SQL that is the same on every database (built from a Driver's
+// clock expressions) stays with the code that runs it.
+//
+// Driver is cut into one interface per concern, each method one query or
+// one fact, with typed parameters (River's riverdriver and GORM's
+// Dialector are the models):
+//
+//   - Clock: the database's notion of now, and how times are bound and read;
+//   - Statements: the clauses of inserts that skip or update duplicates;
+//   - Schema: connection checks and table lookups;
+//   - Writer: the write path's key locks, inserts and duplicate reads;
+//   - Idempotency: the idempotency records' insert and takeover;
+//   - Claimer: the relay's claim and what the relay may assume of the database;
+//   - Retention: pruning what the write path leaves behind;
+//   - Migration: serialising migrators, and the version table.
+//
+// Adding a dialect means a new folder implementing Driver, an entry in
+// package dialect's list of drivers, migration files under
+// migrations/<Name()>, and the conformance suite (package drivertest)
+// passing on the new database.
+package sqldriver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Driver is everything about one SQL dialect that the library needs.
+// Implementations are stateless values, safe for concurrent use.
+type Driver interface {
+	// Name is the dialect's name: "postgres", "mysql" or "sqlite", the
+	// folder of its migration files.
+	Name() string
+	// DialectorNames are the gorm.Dialector names (Dialector.Name()) that
+	// this driver serves.
+	DialectorNames() []string
+
+	Clock
+	Statements
+	Schema
+	Writer
+	Idempotency
+	Claimer
+	Retention
+	Migration
+}
+
+// Clock is how a dialect says "now" by the database clock, and how times
+// are bound to and read from its time columns.
+type Clock interface {
+	// Now returns an SQL expression for the current time by the database
+	// clock, and its arguments. A database without a server clock (SQLite)
+	// binds the process clock.
+	Now() (string, []any)
+	// NowPlus returns an SQL expression for Now plus d, and its arguments.
+	NowPlus(d time.Duration) (string, []any)
+	// Time returns t as a value to bind where the database compares it
+	// with Now (text ordered as times on SQLite, a zone-less UTC literal on
+	// MySQL).
+	Time(t time.Time) any
+	// StoredTime returns the instant that a time column the library wrote
+	// holds, given the value the database driver scanned from it.
+	StoredTime(t time.Time) time.Time
+	// SecondsSince returns an SQL expression for the seconds elapsed since
+	// the time expression expr, by the database clock.
+	SecondsSince(expr string) string
+}
+
+// Statements are the clauses of inserts that meet an existing row.
+type Statements interface {
+	// InsertIgnore returns the clause that makes an INSERT skip rows whose
+	// unique column col already holds the value, without failing the
+	// transaction and without hiding other errors.
+	InsertIgnore(col string) string
+	// InsertIgnoreCounted reports whether the affected-row count of an
+	// InsertIgnore statement tells an inserted row (1) from a skipped one
+	// (0) whatever the connection's settings (not on MySQL with
+	// clientFoundRows=true, where a skipped row counts 1).
+	InsertIgnoreCounted() bool
+	// Upsert returns the clause that makes an INSERT update cols, to the
+	// values it tried to insert, when a row with the same key column exists.
+	Upsert(key string, cols ...string) string
+}
+
+// ErrNoParseTime is returned by Schema.CheckConn for a MySQL connection
+// opened without parseTime=true.
+var ErrNoParseTime = errors.New("the MySQL DSN lacks parseTime=true: the driver returns DATETIME columns as text, " +
+	"which GORM cannot read into time.Time; add parseTime=true to the DSN (any loc works)")
+
+// Schema checks connections and looks tables up.
+type Schema interface {
+	// CheckConn returns an error (such as ErrNoParseTime) when db's
+	// connection settings do not suit the library, and a wrapped error
+	// when it cannot ask; nil otherwise.
+	CheckConn(db *gorm.DB) error
+	// TableExists reports whether table exists, looked up as the
+	// library's SQL names it: unquoted.
+	TableExists(db *gorm.DB, table string) (bool, error)
+	// OutboxTables returns the tables that the migrations of the outbox
+	// table named table create: at least the table and <table>_relays.
+	OutboxTables(table string) []string
+	// GormTable returns name as GORM's Table must be given it (GORM quotes
+	// it) to reach the table that the library's SQL names unquoted.
+	GormTable(name string) string
+}
+
+// EventRow is one event to insert. Payload and Headers are bound as
+// given (the write path binds types its logger redacts); AvailableAt nil
+// means now by the database clock.
+type EventRow struct {
+	EventID, Type                        string
+	Version                              int
+	TenantID, AggregateType, AggregateID string
+	PartitionKey, Topic                  string
+	Payload, Headers                     any
+	MaxAttempts                          int
+	AvailableAt                          *time.Time
+}
+
+// InsertEventsParams are the parameters of Writer.InsertEvents.
+type InsertEventsParams struct {
+	Table string
+	Rows  []EventRow
+	// SkipDuplicates makes rows whose event_id exists skipped instead of
+	// failing the statement.
+	SkipDuplicates bool
+	// Now is the process time, for the columns a database without a
+	// server clock cannot default.
+	Now time.Time
+}
+
+// LockKeysParams are the parameters of Writer.LockKeys.
+type LockKeysParams struct {
+	Table string
+	// Keys are the partition keys, non-empty, in any order, repeats allowed.
+	Keys []string
+}
+
+// FindEventsParams are the parameters of Writer.FindEvents.
+type FindEventsParams struct {
+	Table   string
+	Columns string // a column list of the outbox table
+	IDs     []string
+}
+
+// Writer is the write path's SQL.
+type Writer interface {
+	// InsertEvents inserts p.Rows in one statement through tx and returns
+	// the affected-row count.
+	InsertEvents(tx *gorm.DB, p InsertEventsParams) (int64, error)
+	// InsertCountsRows reports whether InsertEvents's count is the number
+	// of rows inserted, skipped duplicates not counted.
+	InsertCountsRows() bool
+	// LockKeys serialises, until tx ends, the transactions that lock the
+	// same partition key of the table. Keys are locked in a fixed order,
+	// so that two transactions locking the same keys cannot deadlock. A
+	// database with a single writer may do nothing.
+	LockKeys(tx *gorm.DB, p LockKeysParams) error
+	// FindEvents reads the columns of the rows with the event ids into
+	// dest, seeing the latest committed rows even when tx's snapshot is
+	// older (a row another transaction inserted under the same id).
+	FindEvents(tx *gorm.DB, p FindEventsParams, dest any) error
+}
+
+// InsertKeyParams are the parameters of Idempotency.InsertKey.
+type InsertKeyParams struct {
+	// Token must be unique to the call: it tells the caller's record from
+	// another's.
+	Table, Key, Status, Token string
+	// LockedFor sets locked_until to now plus LockedFor; 0 leaves it NULL.
+	LockedFor time.Duration
+	// Life sets expires_at to now plus Life.
+	Life time.Duration
+}
+
+// TakeOverKeyParams are the parameters of Idempotency.TakeOverKey.
+type TakeOverKeyParams struct {
+	Table, Key string
+	// Status and Token are what the record holds after the takeover.
+	Status, Token string
+	// LockedFor sets locked_until to now plus LockedFor; 0 sets NULL.
+	LockedFor time.Duration
+	// Life sets expires_at to now plus Life.
+	Life time.Duration
+}
+
+// Idempotency is the SQL of package idempotency that differs by dialect.
+type Idempotency interface {
+	// InsertKey inserts a record of p.Key unless one exists, and reports
+	// whether this call inserted it (true only when the record holds
+	// p.Token), whatever the connection's settings.
+	InsertKey(db *gorm.DB, p InsertKeyParams) (bool, error)
+	// TakeOverKey takes over the record of p.Key from a holder whose lease
+	// expired (status running, locked_until passed), and reports whether it
+	// did: a record that is not running, or whose lease lasts, is left
+	// alone.
+	TakeOverKey(db *gorm.DB, p TakeOverKeyParams) (bool, error)
+}
+
+// DeletePublishedParams are the parameters of Retention.DeletePublished.
+type DeletePublishedParams struct {
+	Table string
+	// OlderThan: rows published longer ago than this, by the database
+	// clock, are deleted.
+	OlderThan time.Duration
+	// Limit is the most rows one call deletes.
+	Limit int
+}
+
+// Retention deletes delivered events and prunes what the write path
+// leaves behind besides events.
+type Retention interface {
+	// DeletePublished deletes at most p.Limit published events of
+	// p.Table whose published_at is older than p.OlderThan, lowest ids
+	// first, and nothing else. It returns how many old published events it
+	// found (found < p.Limit: there are no more) and how many it deleted.
+	DeletePublished(ctx context.Context, db *gorm.DB, p DeletePublishedParams) (found int, deleted int64, err error)
+	// PruneKeyLocks deletes at most limit partition-key lock rows of the
+	// table not used for olderThan, where the dialect keeps such rows, and
+	// returns how many it deleted.
+	PruneKeyLocks(ctx context.Context, db *gorm.DB, table string, olderThan time.Duration, limit int) (int64, error)
+}
+
+// Migration serialises migrators and records what they applied.
+type Migration interface {
+	// LockMigrations runs fn serialised with every other LockMigrations
+	// of the database: in one transaction where DDL is transactional,
+	// else on one connection holding a lock. fn gets the transaction or
+	// connection to run the migrations through.
+	LockMigrations(db *gorm.DB, fn func(tx *gorm.DB) error) error
+	// VersionTableSQL returns the CREATE TABLE IF NOT EXISTS statement of
+	// the migrations' version table named table, with columns target and
+	// name (its primary key) and applied_at.
+	VersionTableSQL(table string) string
+}

@@ -1,0 +1,117 @@
+package sqlite
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox/internal/sqldriver"
+)
+
+// Claim runs one UPDATE … RETURNING: SQLite runs one writer at a time,
+// so the statement is atomic, and a single statement takes the write lock
+// at once (no deferred-transaction upgrade to fail). A claim that did not
+// fill the batch from the keys after the cursor claims again from the
+// first key up to the cursor.
+func (d Driver) Claim(ctx context.Context, db *gorm.DB, p sqldriver.ClaimParams) ([]sqldriver.ClaimedEvent, error) {
+	q := strings.ReplaceAll(claimSQL, "{table}", p.Table)
+	now := time.Now()
+	args := map[string]any{"worker": p.Worker, "until": d.Time(now.Add(p.Lease)), "now": d.Time(now), "cursor": p.Cursor}
+	var out []sqldriver.ClaimedEvent
+	for i, rng := range []string{"partition_key > @from", "partition_key <= @cursor"} {
+		if i == 1 {
+			if len(out) == p.Limit || p.Cursor == "" {
+				break
+			}
+			args["from"] = ""
+		} else {
+			args["from"] = p.Cursor
+		}
+		args["limit"] = p.Limit - len(out)
+		got, err := claimRange(ctx, db, strings.ReplaceAll(q, "{range}", rng), args)
+		out = append(out, got...)
+		if err != nil {
+			if i == 1 && len(out) > 0 {
+				break // what the first statement claimed is the batch
+			}
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func claimRange(ctx context.Context, db *gorm.DB, q string, args map[string]any) ([]sqldriver.ClaimedEvent, error) {
+	rows, err := db.WithContext(ctx).Raw(q, args).Rows()
+	if err != nil {
+		return nil, err
+	}
+	return sqldriver.ScanClaimed(rows)
+}
+
+// Returning is true: UPDATE … RETURNING (SQLite 3.35+).
+func (Driver) Returning() bool { return true }
+
+// ConcurrentWriters is false: SQLite has one writer.
+func (Driver) ConcurrentWriters() bool { return false }
+
+// Listens is false: the relay polls.
+func (Driver) Listens() bool { return false }
+
+// claimSQL is the claim on SQLite, for the keys in {range}. The walk
+// over the keys (a recursive CTE, which SQLite materializes) counts the
+// claimable heads it passes and stops at @limit; each run is another
+// recursive CTE, from key index entry to the next. Both use scalar
+// subqueries rather than joins: a join with a CTE makes SQLite build a
+// Bloom filter over the whole table first.
+const claimSQL = `WITH RECURSIVE
+walk(k, found) AS (
+	SELECT (SELECT min(partition_key) FROM {table}
+	        WHERE partition_key > @from AND {range} AND ` + sqldriver.KeyedUnfinished + `), 0
+	UNION ALL
+	SELECT (SELECT min(partition_key) FROM {table}
+	        WHERE partition_key > walk.k AND {range} AND ` + sqldriver.KeyedUnfinished + `),
+	       walk.found + ` + headClaimable + `
+	FROM walk WHERE walk.k IS NOT NULL AND walk.found + ` + headClaimable + ` < @limit
+),
+heads AS (
+	SELECT id, partition_key AS k FROM {table}
+	WHERE id IN (SELECT ` + head + ` FROM walk WHERE walk.k IS NOT NULL)
+	  AND status IN ('pending', 'failed') AND available_at <= @now
+),
+runs(k, id, rn) AS (
+	SELECT k, id, 1 FROM heads
+	UNION ALL
+	SELECT runs.k, ` + next + `, runs.rn + 1 FROM runs
+	WHERE runs.rn < (SELECT (@limit + count(*) - 1) / max(count(*), 1) FROM heads)
+	  AND EXISTS (SELECT 1 FROM {table} x WHERE x.id = ` + next + `
+	              AND x.status IN ('pending', 'failed') AND x.available_at <= @now)
+),
+unkeyed AS (
+	SELECT id, available_at, 1 AS rn FROM {table}
+	WHERE status IN ('pending', 'failed') AND partition_key = '' AND available_at <= @now
+	ORDER BY available_at, id
+	LIMIT @limit
+)
+UPDATE {table}
+SET status = 'publishing', locked_by = @worker, locked_until = @until,
+    claim_version = claim_version + 1, attempts = attempts + 1
+WHERE id IN (
+	SELECT id FROM (SELECT id, (SELECT available_at FROM {table} WHERE id = runs.id) AS available_at, rn FROM runs
+	                UNION ALL SELECT id, available_at, rn FROM unkeyed)
+	ORDER BY rn, available_at, id
+	LIMIT @limit)
+RETURNING ` + sqldriver.ClaimColumns
+
+// head is the id of the head of key walk.k, headClaimable 1
+// when it is claimable now, next the id of the unfinished event of
+// key runs.k that follows runs.id.
+const (
+	head = `(SELECT min(id) FROM {table} WHERE partition_key = walk.k AND ` + sqldriver.KeyedUnfinished + `)`
+
+	headClaimable = `EXISTS (SELECT 1 FROM {table} e WHERE e.id = ` + head + `
+	  AND e.status IN ('pending', 'failed') AND e.available_at <= @now)`
+
+	next = `(SELECT min(id) FROM {table} WHERE partition_key = runs.k AND ` + sqldriver.KeyedUnfinished + ` AND id > runs.id)`
+)

@@ -1,0 +1,15 @@
+package sqlite_test
+
+import (
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox/internal/sqldriver/drivertest"
+	"github.com/gormoutbox/outbox/internal/sqldriver/sqlite"
+	"github.com/gormoutbox/outbox/internal/testenv"
+)
+
+func TestConformance(t *testing.T) {
+	drivertest.Exercise(t, sqlite.Driver{}, func(t *testing.T) *gorm.DB { return testenv.Open(t, testenv.SQLite) })
+}
