@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/gormoutbox/outbox"
-	"github.com/gormoutbox/outbox/internal/dialect"
 )
 
 // idChunk bounds the ids bound in one statement, well under every
@@ -47,10 +46,6 @@ func inChunks(ids []string, fn func([]string) error) error {
 // to orderevents, which is what its catalog holds, so Migrator().HasTable
 // would not find it; to_regclass resolves the name as a query does.
 func (o *ops) tableExists(table string) bool {
-	if o.kind == dialect.Postgres {
-		var found bool
-		err := o.db.Raw("SELECT to_regclass(?) IS NOT NULL", table).Scan(&found).Error
-		return err == nil && found
-	}
-	return o.db.Migrator().HasTable(table)
+	found, err := o.kind.Driver().TableExists(o.db, table)
+	return err == nil && found
 }

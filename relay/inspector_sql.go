@@ -37,17 +37,7 @@ func keyHeadSQL(table string) string {
 // whole minute ago, with the average seconds from creation to publication.
 func throughputSQL(k dialect.Kind, table string, window time.Duration) (string, []any) {
 	since, args := k.NowPlus(-window)
-	return "SELECT " + minutesAgo(k, "published_at") + " AS minutes_ago, COUNT(*) AS published, AVG(" +
+	return "SELECT " + k.WholeMinutesSince("published_at") + " AS minutes_ago, COUNT(*) AS published, AVG(" +
 		k.SecondsSince("created_at") + " - " + k.SecondsSince("published_at") + ") AS lag_seconds FROM " + table +
 		" WHERE status = 'published' AND published_at >= " + since + " GROUP BY 1", args
-}
-
-// minutesAgo returns an SQL expression for the whole minutes elapsed
-// since the time column col, by the database clock.
-func minutesAgo(k dialect.Kind, col string) string {
-	s := k.SecondsSince(col)
-	if k == dialect.SQLite { // FLOOR needs SQLite's optional math functions
-		return "CAST(" + s + " / 60 AS INTEGER)"
-	}
-	return "FLOOR(" + s + " / 60)"
 }

@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -61,12 +60,7 @@ func (o *ops) tbl() *gorm.DB { return o.db.Table(gormTable(o.kind, o.table)) }
 // table that the outbox's SQL names unquoted: GORM quotes the name, and
 // PostgreSQL folds an unquoted name to lower case (OrderEvents is the
 // table orderevents), so there it is lower-cased.
-func gormTable(kind dialect.Kind, name string) string {
-	if kind == dialect.Postgres {
-		return strings.ToLower(name)
-	}
-	return name
-}
+func gormTable(kind dialect.Kind, name string) string { return kind.Driver().GormTable(name) }
 
 // where applies f to a query of rows with the given status (any status
 // when it is empty).

@@ -139,6 +139,10 @@ func (k Kind) InsertIgnoreCounted() bool { return k.Driver().InsertIgnoreCounted
 // time expression expr, by the database clock.
 func (k Kind) SecondsSince(expr string) string { return k.Driver().SecondsSince(expr) }
 
+// WholeMinutesSince returns an SQL expression for the whole minutes
+// elapsed since the time expression expr (see sqldriver.Clock).
+func (k Kind) WholeMinutesSince(expr string) string { return k.Driver().WholeMinutesSince(expr) }
+
 // Upsert returns the clause that makes an INSERT update cols (to the
 // values it tried to insert) when a row with the same key column exists.
 func (k Kind) Upsert(key string, cols ...string) string { return k.Driver().Upsert(key, cols...) }

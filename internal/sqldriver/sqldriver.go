@@ -71,6 +71,10 @@ type Clock interface {
 	// SecondsSince returns an SQL expression for the seconds elapsed since
 	// the time expression expr, by the database clock.
 	SecondsSince(expr string) string
+	// WholeMinutesSince returns an SQL expression for the whole minutes
+	// (rounded down) elapsed since the time expression expr, by the
+	// database clock, as an integer.
+	WholeMinutesSince(expr string) string
 }
 
 // Statements are the clauses of inserts that meet an existing row.

@@ -24,6 +24,23 @@ func exerciseClock(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *g
 		}
 	})
 
+	// WholeMinutesSince rounds down: 150s ago is 2 minutes, 30s ago 0, and
+	// 30s ahead -1.
+	t.Run("WholeMinutesSince", func(t *testing.T) {
+		db := setup(t)
+		for _, c := range []struct {
+			ago  time.Duration
+			want int64
+		}{{150 * time.Second, 2}, {30 * time.Second, 0}, {-30 * time.Second, -1}, {61*time.Minute + 30*time.Second, 61}} {
+			s, a := drv.NowPlus(-c.ago)
+			var got int64
+			expr(t, db, &got, drv.WholeMinutesSince(s), a...)
+			if got != c.want {
+				t.Errorf("WholeMinutesSince(now - %v) = %d, want %d", c.ago, got, c.want)
+			}
+		}
+	})
+
 	// A bound Time compares with Now as the instants compare, whatever
 	// the zone of the time.Time: the database clock is the real clock.
 	t.Run("TimeComparesWithNow", func(t *testing.T) {

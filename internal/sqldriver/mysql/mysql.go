@@ -60,6 +60,12 @@ func (Driver) SecondsSince(expr string) string {
 	return "(TIMESTAMPDIFF(MICROSECOND, (" + expr + "), UTC_TIMESTAMP(6)) / 1000000.0)"
 }
 
+// WholeMinutesSince floors SecondsSince / 60 (TIMESTAMPDIFF truncates
+// toward zero).
+func (d Driver) WholeMinutesSince(expr string) string {
+	return "CAST(FLOOR(" + d.SecondsSince(expr) + " / 60) AS SIGNED)"
+}
+
 // InsertIgnore is ON DUPLICATE KEY UPDATE col = col: INSERT IGNORE would
 // hide other errors too.
 func (Driver) InsertIgnore(col string) string { return " ON DUPLICATE KEY UPDATE " + col + " = " + col }

@@ -45,6 +45,11 @@ func (Driver) SecondsSince(expr string) string {
 	return "EXTRACT(EPOCH FROM (clock_timestamp() - (" + expr + ")))"
 }
 
+// WholeMinutesSince floors SecondsSince / 60.
+func (d Driver) WholeMinutesSince(expr string) string {
+	return "CAST(FLOOR(" + d.SecondsSince(expr) + " / 60) AS BIGINT)"
+}
+
 // InsertIgnore is ON CONFLICT (col) DO NOTHING.
 func (Driver) InsertIgnore(col string) string { return " ON CONFLICT (" + col + ") DO NOTHING" }
 

@@ -49,6 +49,14 @@ func (Driver) SecondsSince(expr string) string {
 	return "((julianday('now') - julianday((" + expr + "))) * 86400.0)"
 }
 
+// WholeMinutesSince floors SecondsSince / 60 without FLOOR (one of
+// SQLite's optional math functions): the cast truncates toward zero, so
+// the value is shifted to be positive first (any duration within 1,900
+// years), and expr appears once, so that its arguments bind once.
+func (d Driver) WholeMinutesSince(expr string) string {
+	return "(CAST(" + d.SecondsSince(expr) + " / 60 + 1000000000 AS INTEGER) - 1000000000)"
+}
+
 // InsertIgnore is ON CONFLICT (col) DO NOTHING.
 func (Driver) InsertIgnore(col string) string { return " ON CONFLICT (" + col + ") DO NOTHING" }
 
