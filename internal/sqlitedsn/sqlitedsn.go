@@ -1,7 +1,8 @@
 // Package sqlitedsn rewrites a SQLite DSN written for mattn/go-sqlite3 (the
 // cgo driver behind gorm.io/driver/sqlite) into the form that the pure-Go
-// driver of a build without cgo reads, so that the tests and the CLI take
-// the same DSNs in both builds. It imports no driver.
+// driver of a build without cgo (github.com/ncruces/go-sqlite3) reads, so
+// that the tests and the CLI take the same DSNs in both builds. It imports
+// no driver.
 package sqlitedsn
 
 import (
@@ -35,10 +36,15 @@ const DefaultBusyTimeout = "5000"
 // _busy_timeout=5000 or _journal_mode=WAL) rewritten as _pragma=name(value)
 // parameters, busy_timeout first (DefaultBusyTimeout when dsn sets none, as
 // mattn does), and with the parameters of extra added where dsn lacks them.
-// _txlock, _pragma and every other parameter are kept; the path before '?'
-// is left untouched. It fails only on a query that does not parse.
+// _txlock, _pragma and every other parameter are kept. The result is a
+// file: URI (the pure-Go driver reads parameters only there): "file:" is
+// put before a path that lacks it. It fails only on a query that does not
+// parse.
 func PureGo(dsn string, extra url.Values) (string, error) {
 	path, query, _ := strings.Cut(dsn, "?")
+	if !strings.HasPrefix(path, "file:") {
+		path = "file:" + path
+	}
 	q, err := url.ParseQuery(query)
 	if err != nil {
 		return "", err

@@ -11,7 +11,7 @@ func TestPureGo(t *testing.T) {
 		extra url.Values
 		want  string
 	}{
-		{"app.db", nil, "app.db?_pragma=busy_timeout%285000%29"},
+		{"app.db", nil, "file:app.db?_pragma=busy_timeout%285000%29"},
 		{"file:/tmp/a.db?_txlock=immediate&_busy_timeout=10000&_journal_mode=WAL&_foreign_keys=1", nil,
 			"file:/tmp/a.db?_pragma=busy_timeout%2810000%29&_pragma=foreign_keys%281%29&_pragma=journal_mode%28WAL%29&_txlock=immediate"},
 		{"file:x?mode=memory&cache=shared&_txlock=immediate&_fk=1", nil,
@@ -19,7 +19,7 @@ func TestPureGo(t *testing.T) {
 		{"file:x?_pragma=busy_timeout(20)&_pragma=synchronous(NORMAL)&_timeout=99", nil,
 			"file:x?_pragma=busy_timeout%2820%29&_pragma=synchronous%28NORMAL%29"},
 		{"a.db?_timefmt=auto", url.Values{"_timefmt": {"sqlite"}, "_txlock": {"immediate"}},
-			"a.db?_pragma=busy_timeout%285000%29&_timefmt=auto&_txlock=immediate"},
+			"file:a.db?_pragma=busy_timeout%285000%29&_timefmt=auto&_txlock=immediate"},
 	}
 	for _, c := range cases {
 		got, err := PureGo(c.dsn, c.extra)

@@ -3,14 +3,14 @@
 package testenv
 
 import (
-	"github.com/glebarez/sqlite"
+	sqlite "github.com/ncruces/go-sqlite3/gormlite"
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox/internal/sqlitedsn"
 )
 
 // SQLiteDriver names the SQLite driver of this build.
-const SQLiteDriver = "github.com/glebarez/sqlite (modernc.org/sqlite, pure Go)"
+const SQLiteDriver = "github.com/ncruces/go-sqlite3/gormlite (pure Go)"
 
 // SQLiteDialector opens dsn, a DSN with mattn/go-sqlite3's parameters
 // (_txlock=immediate, _busy_timeout=…), with this build's SQLite driver: its

@@ -3,7 +3,7 @@
 package workload
 
 import (
-	"github.com/glebarez/sqlite"
+	sqlite "github.com/ncruces/go-sqlite3/gormlite"
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox/internal/sqlitedsn"
