@@ -8,9 +8,12 @@
 //	err = db.Use(&outbox.Plugin{})   // the zero value works
 //	err = outbox.Migrate(db)         // or apply the files of package migrations
 //
-// PostgreSQL, MySQL 8 / MariaDB and SQLite (gorm.io/driver/sqlite) are
-// supported. On MySQL, open the connection with parseTime=true (any loc
-// works); on SQLite, with _txlock=immediate and a _busy_timeout.
+// PostgreSQL, MySQL 8 / MariaDB and SQLite (gorm.io/driver/sqlite with cgo,
+// or the pure-Go github.com/ncruces/go-sqlite3/gormlite; the package
+// imports neither) are supported. On MySQL, open the connection with
+// parseTime=true (any loc works); on SQLite, with _txlock=immediate and a
+// busy timeout (_busy_timeout=5000, or _pragma=busy_timeout(5000) in a
+// file: URI for the pure-Go driver).
 //
 // # Emitting events
 //

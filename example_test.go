@@ -5,11 +5,11 @@ import (
 	"log"
 	"strconv"
 
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/testenv"
 )
 
 // Invoice emits invoice.issued from its AfterCreate hook.
@@ -31,7 +31,7 @@ func (i *Invoice) AfterCreate(tx *gorm.DB) error {
 func exampleDB() *gorm.DB {
 	exampleDBs++
 	dsn := fmt.Sprintf("file:example%d?mode=memory&cache=shared&_txlock=immediate", exampleDBs)
-	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	db, err := gorm.Open(testenv.SQLiteDialector(dsn), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		log.Fatal(err)
 	}

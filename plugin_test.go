@@ -7,7 +7,6 @@ import (
 
 	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
@@ -99,5 +98,5 @@ func dialectorFor(d, dsn string) gorm.Dialector {
 	case testenv.MySQL:
 		return mysql.Open(dsn)
 	}
-	return sqlite.Open(dsn)
+	return testenv.SQLiteDialector(dsn)
 }

@@ -7,13 +7,13 @@ import (
 	"log"
 	"testing"
 
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/inproc"
 	"github.com/gormoutbox/outbox/idempotency"
+	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/outboxtest"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -39,7 +39,7 @@ func (i *Invoice) AfterCreate(tx *gorm.DB) error {
 // exampleDB opens an in-memory SQLite database with the outbox, the
 // idempotency table and the Invoice table.
 func exampleDB(name string) *gorm.DB {
-	db, err := gorm.Open(sqlite.Open("file:"+name+"?mode=memory&cache=shared&_txlock=immediate"), &gorm.Config{Logger: logger.Discard})
+	db, err := gorm.Open(testenv.SQLiteDialector("file:"+name+"?mode=memory&cache=shared&_txlock=immediate"), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -7,16 +7,16 @@ import (
 	"log"
 	"log/slog"
 
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
 )
 
 func exampleDB(name string) *gorm.DB {
-	db, err := gorm.Open(sqlite.Open("file:"+name+"?mode=memory&cache=shared&_txlock=immediate"), &gorm.Config{Logger: logger.Discard})
+	db, err := gorm.Open(testenv.SQLiteDialector("file:"+name+"?mode=memory&cache=shared&_txlock=immediate"), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		log.Fatal(err)
 	}

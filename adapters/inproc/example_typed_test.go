@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"log"
 
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/inproc"
 	"github.com/gormoutbox/outbox/idempotency"
+	"github.com/gormoutbox/outbox/internal/testenv"
 )
 
 // OrderPlaced is the payload of "order.placed" events in the examples.
@@ -25,7 +25,9 @@ type OrderPlaced struct {
 // type is a permanent failure: the relay marks the event dead at once.
 // (The relay calls Publish; the example calls it directly.)
 func ExampleHandlerOf() {
-	db, err := gorm.Open(sqlite.Open("file:inproc-typed-example?mode=memory&cache=shared&_txlock=immediate"), &gorm.Config{Logger: logger.Discard})
+	// testenv.SQLiteDialector is sqlite.Open of gorm.io/driver/sqlite, or of
+	// the pure-Go driver in a build without cgo.
+	db, err := gorm.Open(testenv.SQLiteDialector("file:inproc-typed-example?mode=memory&cache=shared&_txlock=immediate"), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,13 +11,13 @@ import (
 
 	"github.com/hibiken/asynq"
 	"gorm.io/driver/postgres"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxasynq"
 	"github.com/gormoutbox/outbox/idempotency"
+	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
 )
 
@@ -103,7 +103,9 @@ func ExampleHandler() {
 // record commits too: delivered twice, or retried after a failure, the
 // handler's writes happen once.
 func ExampleIdempotentTx() {
-	db, err := gorm.Open(sqlite.Open("file:asynq-example?mode=memory&cache=shared&_txlock=immediate"), &gorm.Config{Logger: logger.Discard})
+	// testenv.SQLiteDialector is sqlite.Open of gorm.io/driver/sqlite, or of
+	// the pure-Go driver in a build without cgo.
+	db, err := gorm.Open(testenv.SQLiteDialector("file:asynq-example?mode=memory&cache=shared&_txlock=immediate"), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		log.Fatal(err)
 	}

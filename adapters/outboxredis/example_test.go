@@ -10,19 +10,21 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxredis"
 	"github.com/gormoutbox/outbox/idempotency"
+	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
 )
 
 // A relay that appends every committed event to a Redis stream named after
 // its Topic. (Needs a Redis server, so it is compiled, not run.)
 func ExampleNewStreamPublisher() {
-	db, err := gorm.Open(sqlite.Open("file:shop.db?_txlock=immediate&_busy_timeout=5000"), &gorm.Config{})
+	// testenv.SQLiteDialector is sqlite.Open of gorm.io/driver/sqlite, or of
+	// the pure-Go driver in a build without cgo.
+	db, err := gorm.Open(testenv.SQLiteDialector("file:shop.db?_txlock=immediate&_busy_timeout=5000"), &gorm.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func ExampleNewStreamPublisher() {
 
 // exampleStore opens the application's database and its idempotency store.
 func exampleStore(dsn string) (*gorm.DB, *idempotency.Store) {
-	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{})
+	db, err := gorm.Open(testenv.SQLiteDialector(dsn), &gorm.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	mysqldriver "gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )
@@ -211,7 +210,7 @@ func parseSQLite(raw string) (*dbAddr, error) {
 			secrets = append(secrets, vs...)
 		}
 	}
-	return &dbAddr{dialector: sqlite.Open("file:" + file + "?" + q.Encode()), driver: driverSQLite,
+	return &dbAddr{dialector: sqliteDialector("file:" + file + "?" + q.Encode()), driver: driverSQLite,
 		shown: "sqlite:" + file, secrets: secrets, file: file}, nil
 }
 

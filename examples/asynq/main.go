@@ -32,7 +32,6 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/driver/postgres"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -300,10 +299,9 @@ func openDB(dsn string) (*gorm.DB, func(), error) {
 			return nil, nil, err
 		}
 		cleanup = func() { _ = os.RemoveAll(dir) }
-		dsn = "file:" + filepath.Join(dir, "shop.db") + "?_txlock=immediate&_busy_timeout=10000&_journal_mode=WAL"
-		fallthrough
+		d = openSQLite(filepath.Join(dir, "shop.db"))
 	default:
-		d = sqlite.Open(dsn)
+		d = sqliteDialector(dsn)
 	}
 	db, err := gorm.Open(d, cfg)
 	if err != nil {

@@ -29,7 +29,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -76,7 +75,7 @@ func run(ctx context.Context, addr string, n int, serve bool, out io.Writer) err
 		return err
 	}
 	defer os.RemoveAll(dir)
-	db, err := gorm.Open(sqlite.Open(filepath.Join(dir, "app.db")+"?_txlock=immediate&_busy_timeout=5000"), &gorm.Config{Logger: logger.Discard})
+	db, err := gorm.Open(openSQLite(filepath.Join(dir, "app.db")), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -71,8 +70,8 @@ func run(n int, verbose bool) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	dsn := filepath.Join(dir, "shop.db") + "?_txlock=immediate&_busy_timeout=5000&_journal_mode=WAL"
-	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	// openSQLite (sqlite_cgo.go, sqlite_purego.go) picks the driver: cgo or pure Go.
+	db, err := gorm.Open(openSQLite(filepath.Join(dir, "shop.db")), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		return err
 	}

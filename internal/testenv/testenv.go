@@ -11,6 +11,11 @@
 //
 // Each database test gets its own PostgreSQL schema or MySQL database, or
 // SQLite file, dropped when the test ends.
+//
+// SQLite runs on gorm.io/driver/sqlite (mattn/go-sqlite3) in a build with
+// cgo and on a pure-Go driver in one without (CGO_ENABLED=0); the choice is
+// in sqlite_cgo.go and sqlite_purego.go. DSNs take mattn's parameters in
+// both builds.
 package testenv
 
 import (
@@ -26,7 +31,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	mysqldriver "gorm.io/driver/mysql"
 	pgdriver "gorm.io/driver/postgres"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )
@@ -95,7 +99,7 @@ func OpenConfig(t testing.TB, dialect string, cfg *gorm.Config) *gorm.DB {
 	var d gorm.Dialector
 	switch dialect {
 	case SQLite:
-		d = sqlite.Open(dsn)
+		d = SQLiteDialector(dsn)
 	case Postgres:
 		d = pgdriver.Open(dsn)
 	case MySQL:

@@ -17,7 +17,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	mysqldriver "gorm.io/driver/mysql"
 	pgdriver "gorm.io/driver/postgres"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -103,7 +102,7 @@ func OpenDB(dialect, dsn string) (*gorm.DB, error) {
 	var d gorm.Dialector
 	switch dialect {
 	case SQLite:
-		d = sqlite.Open(dsn)
+		d = sqliteDialector(dsn)
 	case Postgres:
 		d = pgdriver.Open(dsn)
 	case MySQL:

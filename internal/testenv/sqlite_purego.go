@@ -1,0 +1,24 @@
+//go:build !cgo
+
+package testenv
+
+import (
+	sqlite "github.com/ncruces/go-sqlite3/gormlite"
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox/internal/sqlitedsn"
+)
+
+// SQLiteDriver names the SQLite driver of this build.
+const SQLiteDriver = "github.com/ncruces/go-sqlite3/gormlite (pure Go)"
+
+// SQLiteDialector opens dsn, a DSN with mattn/go-sqlite3's parameters
+// (_txlock=immediate, _busy_timeout=…), with this build's SQLite driver: its
+// PRAGMA parameters become the pure-Go driver's _pragma=name(value).
+func SQLiteDialector(dsn string) gorm.Dialector {
+	pure, err := sqlitedsn.PureGo(dsn, nil)
+	if err != nil {
+		panic("testenv: SQLite DSN " + dsn + ": " + err.Error())
+	}
+	return sqlite.Open(pure)
+}
