@@ -8,18 +8,18 @@ import (
 	"path/filepath"
 	"strings"
 
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/admin"
+	"github.com/gormoutbox/outbox/internal/testenv"
 )
 
 // Mount the admin page under /outbox, behind basic authentication.
 func ExampleNewHandler() {
 	dir, _ := os.MkdirTemp("", "outbox-admin")
 	defer os.RemoveAll(dir)
-	db, _ := gorm.Open(sqlite.Open(filepath.Join(dir, "app.db")), &gorm.Config{})
+	db, _ := gorm.Open(testenv.SQLiteDialector(filepath.Join(dir, "app.db")), &gorm.Config{}) // sqlite.Open(…) in your code
 	_ = db.Use(&outbox.Plugin{AutoMigrate: true})
 
 	h, err := admin.NewHandler(db,

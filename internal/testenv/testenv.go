@@ -131,7 +131,11 @@ func DSN(t testing.TB, dialect string) string {
 	name := "ot_" + randomHex(6)
 	switch dialect {
 	case SQLite:
-		return "file:" + t.TempDir() + "/" + name + ".db?_txlock=immediate&_busy_timeout=10000&_journal_mode=WAL&_foreign_keys=1"
+		// The temporary directory is named for the test, which may hold
+		// '#' (a second subtest of one name: sqlite#01) or '?': escaped,
+		// or they would end the file: URI's path.
+		dir := strings.NewReplacer("%", "%25", "#", "%23", "?", "%3F").Replace(t.TempDir())
+		return "file:" + dir + "/" + name + ".db?_txlock=immediate&_busy_timeout=10000&_journal_mode=WAL&_foreign_keys=1"
 	case Postgres:
 		base := os.Getenv(PostgresEnv)
 		if base == "" {
