@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"time"
 
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -85,4 +86,48 @@ func ExampleInspector_ReplayAll() {
 	// invoice-7 dead permanent: template missing
 	// replayed 1
 	// map[pending:1]
+}
+
+// One active relay per table: run the same relay in several processes
+// with WithSingleActive; one takes the table's advisory lock and claims,
+// the others stand by and take over when it stops or dies. On SQLite
+// there is no lock and the relay is always active.
+func ExampleWithSingleActive() {
+	db := exampleDB("relay-single-active")
+	_ = db.Transaction(func(tx *gorm.DB) error {
+		return outbox.Emit(tx, outbox.Event{Type: "user.signed_up", Payload: map[string]string{"email": "ada@example.com"}})
+	})
+
+	pub := relay.PublisherFunc(func(ctx context.Context, e *outbox.Envelope) error {
+		fmt.Println("published", e.Type)
+		return nil
+	})
+	r, err := relay.New(db, pub, relay.WithSingleActive(), relay.WithWorkerID("worker-1"),
+		relay.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Start(ctx) }()
+	insp, err := relay.NewInspector(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for {
+		s, err := insp.GetStats(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if s.Counts[outbox.StatusPublished] == 1 && len(s.Relays) == 1 {
+			fmt.Println(s.Relays[0].ID, s.Relays[0].Role)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	// Output:
+	// published user.signed_up
+	// worker-1 active
 }

@@ -41,6 +41,7 @@ func newFetcher(r *Relay, c completer, l *listener, totals *counters) *fetcher {
 func (f *fetcher) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if !f.single.active() {
+			f.releaseAhead(ctx, 0)
 			if !f.single.wait(ctx) {
 				break
 			}

@@ -269,7 +269,9 @@ func WithHeartbeat(every time.Duration) Option {
 // active relay whose lock connection fails stops claiming at once, within
 // that interval, and tries again. On SQLite, whose single writer runs one
 // relay anyway, there is no lock: the relay is always active. Heartbeats
-// record the role (RelayStatus.Role, "outbox stats").
+// record the role (RelayStatus.Role, "outbox stats"). The lock's
+// connection is one of db's pool for as long as the relay runs: leave room
+// for it in SetMaxOpenConns.
 func WithSingleActive() Option {
 	return func(c *config) { c.singleActive = true }
 }

@@ -122,6 +122,9 @@ func (s *singleActive) run(ctx context.Context, conn *sql.Conn) {
 			return
 		case <-t.C:
 		}
+		if ctx.Err() != nil {
+			continue // stopping: release the lock rather than check it
+		}
 		if conn == nil {
 			conn = s.acquire(ctx)
 		} else if err := conn.PingContext(ctx); err != nil && ctx.Err() == nil {
@@ -174,7 +177,7 @@ func (s *singleActive) release(ctx context.Context, conn *sql.Conn) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := s.lock.unlock(uctx, conn); err != nil {
-		s.r.log.Warn("single-active: unlocking failed (the session is closed anyway)", "error", err)
+		s.r.log.Debug("single-active: unlocking failed (the session is closed anyway)", "error", err)
 	}
 	discard(conn)
 }
