@@ -98,29 +98,28 @@ func ExampleWithSingleActive() {
 		return outbox.Emit(tx, outbox.Event{Type: "user.signed_up", Payload: map[string]string{"email": "ada@example.com"}})
 	})
 
+	published := make(chan string, 1)
 	pub := relay.PublisherFunc(func(ctx context.Context, e *outbox.Envelope) error {
-		fmt.Println("published", e.Type)
+		published <- e.Type
 		return nil
 	})
 	r, err := relay.New(db, pub, relay.WithSingleActive(), relay.WithWorkerID("worker-1"),
-		relay.WithLogger(slog.New(slog.DiscardHandler)))
+		relay.WithHeartbeat(100*time.Millisecond), relay.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	insp, err := relay.NewInspector(db)
 	if err != nil {
 		log.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Start(ctx) }()
-	insp, err := relay.NewInspector(db)
-	if err != nil {
-		log.Fatal(err)
-	}
+	fmt.Println("published", <-published)
 	for {
-		s, err := insp.GetStats(ctx)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if s.Counts[outbox.StatusPublished] == 1 && len(s.Relays) == 1 {
-			fmt.Println(s.Relays[0].ID, s.Relays[0].Role)
+		// The heartbeats say which relay is active.
+		if relays, err := insp.Relays(ctx); err == nil && len(relays) == 1 {
+			fmt.Println(relays[0].ID, relays[0].Role)
 			break
 		}
 		time.Sleep(10 * time.Millisecond)

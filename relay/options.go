@@ -271,7 +271,9 @@ func WithHeartbeat(every time.Duration) Option {
 // relay anyway, there is no lock: the relay is always active. Heartbeats
 // record the role (RelayStatus.Role, "outbox stats"). The lock's
 // connection is one of db's pool for as long as the relay runs: leave room
-// for it in SetMaxOpenConns.
+// for it in SetMaxOpenConns. The lock is a session's: a proxy that pools
+// transactions (PgBouncer in transaction mode) does not keep it. The
+// option applies to Start; RunOnce claims regardless.
 func WithSingleActive() Option {
 	return func(c *config) { c.singleActive = true }
 }
