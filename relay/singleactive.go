@@ -34,10 +34,9 @@ type singleActive struct {
 	retry   time.Duration
 	changed func() // called when the role changes
 
-	isActive  atomic.Bool
-	sessionID atomic.Int64 // the lock connection's session while active
-	cancel    context.CancelFunc
-	done      chan struct{}
+	isActive atomic.Bool
+	cancel   context.CancelFunc
+	done     chan struct{}
 }
 
 // newSingleActive returns the service of r, or nil without
@@ -152,10 +151,13 @@ func (s *singleActive) acquire(ctx context.Context) *sql.Conn {
 		return nil
 	}
 	ok, err := s.lock.tryLock(ctx, conn)
-	if err == nil && ok {
+	if err == nil && !ok {
+		_ = conn.Close() // holds nothing: back to the pool
+		return nil
+	}
+	if err == nil {
 		var id int64
 		if id, err = s.lock.session(ctx, conn); err == nil {
-			s.sessionID.Store(id)
 			s.setActive(true)
 			s.r.log.Info("single-active: took the table's lock; active", "table", s.r.table, "session", id)
 			return conn
@@ -186,9 +188,6 @@ func (s *singleActive) release(ctx context.Context, conn *sql.Conn) {
 func (s *singleActive) setActive(on bool) {
 	if s.isActive.Swap(on) != on && s.changed != nil {
 		s.changed()
-	}
-	if !on {
-		s.sessionID.Store(0)
 	}
 }
 
