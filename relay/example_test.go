@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -85,4 +86,47 @@ func ExampleInspector_ReplayAll() {
 	// invoice-7 dead permanent: template missing
 	// replayed 1
 	// map[pending:1]
+}
+
+// One active relay per table: run the same relay in several processes
+// with WithSingleActive; one takes the table's advisory lock and claims,
+// the others stand by and take over when it stops or dies. On SQLite
+// there is no lock and the relay is always active.
+func ExampleWithSingleActive() {
+	db := exampleDB("relay-single-active")
+	_ = db.Transaction(func(tx *gorm.DB) error {
+		return outbox.Emit(tx, outbox.Event{Type: "user.signed_up", Payload: map[string]string{"email": "ada@example.com"}})
+	})
+
+	published := make(chan string, 1)
+	pub := relay.PublisherFunc(func(ctx context.Context, e *outbox.Envelope) error {
+		published <- e.Type
+		return nil
+	})
+	r, err := relay.New(db, pub, relay.WithSingleActive(), relay.WithWorkerID("worker-1"),
+		relay.WithHeartbeat(100*time.Millisecond), relay.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	insp, err := relay.NewInspector(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Start(ctx) }()
+	fmt.Println("published", <-published)
+	for {
+		// The heartbeats say which relay is active.
+		if relays, err := insp.Relays(ctx); err == nil && len(relays) == 1 {
+			fmt.Println(relays[0].ID, relays[0].Role)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	// Output:
+	// published user.signed_up
+	// worker-1 active
 }

@@ -21,6 +21,7 @@ type fetcher struct {
 	rescuer   *rescuer
 	janitor   *janitor
 	totals    *counters
+	single    *singleActive // nil: always active
 
 	// ahead receives the batch claimed ahead; nil when there is none.
 	ahead chan claimed
@@ -39,6 +40,13 @@ func newFetcher(r *Relay, c completer, l *listener, totals *counters) *fetcher {
 // ahead, if any, without spending attempts.
 func (f *fetcher) run(ctx context.Context) {
 	for ctx.Err() == nil {
+		if !f.single.active() {
+			f.releaseAhead(ctx, 0)
+			if !f.single.wait(ctx) {
+				break
+			}
+			continue
+		}
 		f.rescuer.runIfDue(ctx)
 		f.janitor.runIfDue(ctx)
 		wait, again := f.step(ctx)

@@ -42,13 +42,23 @@ type heartbeater struct {
 	started   time.Time
 	host      string
 	publisher string
-	warned    bool // a failed beat was logged: log the next failures no more
+	warned    bool          // a failed beat was logged: log the next failures no more
+	role      func() string // WithSingleActive's role, "" without; nil: none
+	pokes     chan struct{} // a beat now (the role changed)
 	cancel    context.CancelFunc
 	done      chan struct{}
 }
 
 func newHeartbeater(r *Relay, totals *counters) *heartbeater {
-	return &heartbeater{r: r, totals: totals}
+	return &heartbeater{r: r, totals: totals, pokes: make(chan struct{}, 1)}
+}
+
+// poke asks for a beat now, without waiting for it.
+func (h *heartbeater) poke() {
+	select {
+	case h.pokes <- struct{}{}:
+	default:
+	}
 }
 
 // start starts beating, unless heartbeats are off (WithHeartbeat(0)).
@@ -89,6 +99,8 @@ func (h *heartbeater) run(ctx context.Context) {
 			return
 		case <-t.C:
 			h.beat(ctx)
+		case <-h.pokes:
+			h.beat(ctx)
 		}
 	}
 }
@@ -96,9 +108,13 @@ func (h *heartbeater) run(ctx context.Context) {
 // beat upserts the relay's row.
 func (h *heartbeater) beat(ctx context.Context) {
 	r, totals := h.r, h.totals
+	publisher := h.publisher
+	if h.role != nil {
+		publisher = withRole(publisher, h.role())
+	}
 	b := r.kind.NewBuilder()
 	b.Add("INSERT INTO "+r.table+"_relays (id, host, pid, publisher, heartbeat_ms, started_at, last_beat, claimed, published, failed, dead, lost) VALUES (?, ?, ?, ?, ?, ?, ",
-		r.cfg.workerID, h.host, os.Getpid(), h.publisher, r.cfg.heartbeat.Milliseconds(), r.kind.Time(h.started))
+		r.cfg.workerID, h.host, os.Getpid(), publisher, r.cfg.heartbeat.Milliseconds(), r.kind.Time(h.started))
 	b.Now()
 	b.Add(", ?, ?, ?, ?, ?)", totals.claimed.Load(), totals.published.Load(), totals.failed.Load(), totals.dead.Load(), totals.lost.Load())
 	b.Add(r.kind.Upsert("id", "host", "pid", "publisher", "heartbeat_ms", "started_at", "last_beat", "claimed", "published", "failed", "dead", "lost"))
@@ -130,7 +146,11 @@ type RelayStatus struct {
 	// (see Describer), or the publisher's Go type. Relays of one table
 	// with different publishers split its events between destinations.
 	// Empty for a relay that predates the column.
-	Publisher string    `json:"publisher" gorm:"column:publisher"`
+	Publisher string `json:"publisher" gorm:"column:publisher"`
+	// Role is RoleActive or RoleStandby for a relay run WithSingleActive
+	// (as of its last heartbeat; a change of role is recorded at once),
+	// and empty for the others, which all claim.
+	Role      string    `json:"role,omitempty" gorm:"-"`
 	StartedAt time.Time `json:"started_at" gorm:"column:started_at"`
 	LastBeat  time.Time `json:"last_beat" gorm:"column:last_beat"`
 	// Heartbeat is how often the relay records itself (WithHeartbeat).
@@ -173,6 +193,7 @@ func (o *ops) relays() ([]RelayStatus, error) {
 	out := make([]RelayStatus, len(rows))
 	for i, row := range rows {
 		s := row.RelayStatus
+		s.Publisher, s.Role = splitRole(s.Publisher)
 		s.Heartbeat = time.Duration(row.HeartbeatMS) * time.Millisecond
 		s.StartedAt, s.LastBeat = o.kind.StoredTime(s.StartedAt), o.kind.StoredTime(s.LastBeat)
 		s.Age = time.Duration(row.AgeSeconds * float64(time.Second))

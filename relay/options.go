@@ -50,6 +50,7 @@ type config struct {
 	retention    time.Duration
 	listen       bool
 	heartbeat    time.Duration
+	singleActive bool
 	meter        metric.MeterProvider
 	tracer       trace.TracerProvider
 	optionerr.Errors
@@ -254,4 +255,25 @@ func WithHeartbeat(every time.Duration) Option {
 		}
 		c.heartbeat = every
 	}
+}
+
+// WithSingleActive makes the relay one of at most one active relay per
+// outbox table (default off: relays claim side by side, which is safe).
+// Before claiming, the relay takes a database advisory lock named after
+// the table (PostgreSQL pg_try_advisory_lock, per database and schema;
+// MySQL and MariaDB GET_LOCK, per database) on a connection of its own
+// that it holds while it runs. A relay that cannot take it is standby: it
+// claims nothing (nor rescues or deletes) and tries the lock again every
+// poll interval, at most every second. When the active relay stops or
+// dies, its session ends, the lock frees and a standby takes over. An
+// active relay whose lock connection fails stops claiming at once, within
+// that interval, and tries again. On SQLite, whose single writer runs one
+// relay anyway, there is no lock: the relay is always active. Heartbeats
+// record the role (RelayStatus.Role, "outbox stats"). The lock's
+// connection is one of db's pool for as long as the relay runs: leave room
+// for it in SetMaxOpenConns. The lock is a session's: a proxy that pools
+// transactions (PgBouncer in transaction mode) does not keep it. The
+// option applies to Start; RunOnce claims regardless.
+func WithSingleActive() Option {
+	return func(c *config) { c.singleActive = true }
 }

@@ -25,8 +25,11 @@ func (r *Relay) Start(ctx context.Context) error {
 	// (recording outcomes, overlapped with the next batch where the
 	// database takes concurrent writers), and the fetcher, which runs in
 	// this goroutine and runs the rescuer and the janitor between batches.
+	// With WithSingleActive, the single-active service holds the table's
+	// lock and the fetcher claims only while it is active.
 	// They stop in this order: the fetcher (ctx), the completer (the batch
-	// in hand recorded), then the heartbeater and the listener.
+	// in hand recorded), the single-active service (the lock released),
+	// then the heartbeater and the listener.
 	if err := r.acquire(); err != nil {
 		return err
 	}
@@ -45,16 +48,25 @@ func (r *Relay) Start(ctx context.Context) error {
 	} else {
 		defer func() { _ = reg.Unregister() }()
 	}
+	single := newSingleActive(r)
 	beat := newHeartbeater(r, totals)
+	beat.role = single.role
+	if single != nil {
+		single.changed = beat.poke
+	}
+	single.start(lctx, &wg)
 	beat.start(lctx, &wg)
 	r.log.Info("relay started", "table", r.table, "batch_size", r.cfg.batchSize, "concurrency", r.cfg.concurrency,
 		"lease", r.cfg.lease, "poll_interval", r.cfg.pollInterval, "listen", listen.on())
 	comp := newCompleter(r, totals)
 	comp.start(lctx, &wg)
 
-	newFetcher(r, comp, listen, totals).run(ctx)
+	fetch := newFetcher(r, comp, listen, totals)
+	fetch.single = single
+	fetch.run(ctx)
 
 	comp.stop()
+	single.stop()
 	cancel()
 	beat.stop()
 	listen.stop()

@@ -23,6 +23,7 @@ type relayFlags struct {
 	// Only the long-running relay takes these.
 	poll, retention time.Duration
 	noListen        bool
+	singleActive    bool
 	metricsAddr     string
 }
 
@@ -49,6 +50,7 @@ func newRelayFlags(c *cli, name, usage, help string, long bool) *relayFlags {
 		fs.DurationVar(&f.poll, "poll-interval", 0, "idle poll (default 500ms; 5s on PostgreSQL, woken by NOTIFY)")
 		fs.DurationVar(&f.retention, "retention", relay.DefaultRetention, "delete published events older than this (0: keep them)")
 		fs.BoolVar(&f.noListen, "no-listen", false, "do not LISTEN for NOTIFY on PostgreSQL (behind PgBouncer): poll")
+		fs.BoolVar(&f.singleActive, "single-active", false, "one active relay per table: take its advisory lock, or stand by and take over when the holder dies")
 		fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9090)")
 	}
 	return f
@@ -102,6 +104,9 @@ func (f *relayFlags) newRelay(ctx context.Context, args []string) (_ *relay.Rela
 	}
 	if f.workerID != "" {
 		opts = append(opts, relay.WithWorkerID(f.workerID))
+	}
+	if f.singleActive {
+		opts = append(opts, relay.WithSingleActive())
 	}
 	db, err := f.open(ctx)
 	if err != nil {

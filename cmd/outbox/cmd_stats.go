@@ -24,10 +24,13 @@ type statsJSON struct {
 }
 
 type relayJSON struct {
-	ID             string    `json:"id"`
-	Host           string    `json:"host"`
-	PID            int       `json:"pid"`
-	Publisher      string    `json:"publisher"`
+	ID        string `json:"id"`
+	Host      string `json:"host"`
+	PID       int    `json:"pid"`
+	Publisher string `json:"publisher"`
+	// Role is "active" or "standby" for a relay run with
+	// relay.WithSingleActive, absent for the others.
+	Role           string    `json:"role,omitempty"`
 	Live           bool      `json:"live"`
 	StartedAt      time.Time `json:"started_at"`
 	LastBeat       time.Time `json:"last_beat"`
@@ -67,7 +70,7 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 		out.Counts[string(st)] = s.Counts[st]
 	}
 	for _, r := range s.Relays {
-		out.Relays = append(out.Relays, relayJSON{ID: r.ID, Host: r.Host, PID: r.PID, Publisher: r.Publisher, Live: r.Live,
+		out.Relays = append(out.Relays, relayJSON{ID: r.ID, Host: r.Host, PID: r.PID, Publisher: r.Publisher, Role: r.Role, Live: r.Live,
 			StartedAt: r.StartedAt.UTC(), LastBeat: r.LastBeat.UTC(), LastBeatAgeSec: r.Age.Seconds(),
 			HeartbeatSec: r.Heartbeat.Seconds(), Claimed: r.Claimed, Published: r.Published, Failed: r.Failed, Dead: r.Dead, Lost: r.Lost})
 	}
@@ -121,6 +124,9 @@ func printStats(c *cli, table string, s *relay.Stats, warnings []string) {
 			state := "live"
 			if !r.Live {
 				state = "stale"
+			}
+			if r.Role != "" {
+				state += " (" + r.Role + ")"
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\t%s\t%d\t%d\t%d\t%d\t%s\n", r.ID, r.Host, state, r.Age.Round(time.Second),
 				r.StartedAt.UTC().Format(time.RFC3339), r.Published, r.Failed, r.Dead, r.Lost, r.Publisher)
