@@ -3,11 +3,13 @@ package relay
 import (
 	"context"
 	"database/sql"
-	sqldriver "database/sql/driver"
+	sqldrv "database/sql/driver"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gormoutbox/outbox/internal/sqldriver"
 )
 
 // Roles of a relay run WithSingleActive, as its heartbeats record them
@@ -30,7 +32,7 @@ const (
 // A nil *singleActive (the option off) is always active and has no role.
 type singleActive struct {
 	r       *Relay
-	lock    advisoryLock // nil: always active (SQLite)
+	lock    sqldriver.RelayLocker // nil: always active (SQLite)
 	retry   time.Duration
 	changed func() // called when the role changes
 
@@ -45,8 +47,10 @@ func newSingleActive(r *Relay) *singleActive {
 	if !r.cfg.singleActive {
 		return nil
 	}
-	s := &singleActive{r: r, lock: newAdvisoryLock(r.kind, r.table), retry: min(r.cfg.pollInterval, time.Second)}
-	if s.lock == nil {
+	s := &singleActive{r: r, retry: min(r.cfg.pollInterval, time.Second)}
+	if drv := r.kind.Driver(); drv.HasRelayLock() {
+		s.lock = drv
+	} else {
 		s.isActive.Store(true)
 	}
 	return s
@@ -150,14 +154,14 @@ func (s *singleActive) acquire(ctx context.Context) *sql.Conn {
 		}
 		return nil
 	}
-	ok, err := s.lock.tryLock(ctx, conn)
+	ok, err := s.lock.TryRelayLock(ctx, conn, s.r.table)
 	if err == nil && !ok {
 		_ = conn.Close() // holds nothing: back to the pool
 		return nil
 	}
 	if err == nil {
 		var id int64
-		if id, err = s.lock.session(ctx, conn); err == nil {
+		if id, err = s.lock.Session(ctx, conn); err == nil {
 			s.setActive(true)
 			s.r.log.Info("single-active: took the table's lock; active", "table", s.r.table, "session", id)
 			return conn
@@ -178,7 +182,7 @@ func (s *singleActive) release(ctx context.Context, conn *sql.Conn) {
 	s.setActive(false)
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := s.lock.unlock(uctx, conn); err != nil {
+	if err := s.lock.RelayUnlock(uctx, conn, s.r.table); err != nil {
 		s.r.log.Debug("single-active: unlocking failed (the session is closed anyway)", "error", err)
 	}
 	discard(conn)
@@ -194,7 +198,7 @@ func (s *singleActive) setActive(on bool) {
 // discard closes conn's session rather than returning it to the pool, so
 // that a lock it may hold is released with it.
 func discard(conn *sql.Conn) {
-	_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn })
+	_ = conn.Raw(func(any) error { return sqldrv.ErrBadConn })
 	_ = conn.Close()
 }
 

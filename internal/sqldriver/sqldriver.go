@@ -26,6 +26,7 @@ package sqldriver
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"time"
 
@@ -50,6 +51,25 @@ type Driver interface {
 	Claimer
 	Retention
 	Migration
+	RelayLocker
+}
+
+// RelayLocker is the lock of relay.WithSingleActive: one per outbox table,
+// held by one database session (the *sql.Conn it was taken on) until it
+// is unlocked or the session ends, so that a relay that dies loses it.
+type RelayLocker interface {
+	// HasRelayLock reports whether the database has such a lock. Without
+	// one (SQLite: a single writer runs one relay anyway) a relay is
+	// always active, and the other methods are not called.
+	HasRelayLock() bool
+	// TryRelayLock takes table's lock on conn without waiting; it reports
+	// false when another session holds it.
+	TryRelayLock(ctx context.Context, conn *sql.Conn, table string) (bool, error)
+	// RelayUnlock releases table's lock held by conn.
+	RelayUnlock(ctx context.Context, conn *sql.Conn, table string) error
+	// Session returns conn's session id (pg_backend_pid, CONNECTION_ID),
+	// the one to terminate to take the lock away.
+	Session(ctx context.Context, conn *sql.Conn) (int64, error)
 }
 
 // Clock is how a dialect says "now" by the database clock, and how times
