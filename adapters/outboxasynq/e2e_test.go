@@ -168,7 +168,7 @@ func TestEndToEnd(t *testing.T) {
 	if len(stranded) == 0 {
 		t.Fatal("the relay was not killed mid-batch: no event is left publishing")
 	}
-	var enqueuedEven, enqueuedOdd []string                      // stranded, yet already in asynq
+	var enqueuedEven, enqueuedOdd []string // stranded, yet already in asynq
 	for _, id := range stranded {
 		if outer.get(id) > 0 {
 			if noRetention(id) {
