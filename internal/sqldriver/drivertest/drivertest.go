@@ -47,6 +47,13 @@ func Exercise(t *testing.T, drv sqldriver.Driver, open func(t *testing.T) *gorm.
 
 // Migrate creates the outbox and idempotency tables in db with drv and
 // the files of package migrations.
+// suite is what each case of the conformance suite is given: the driver
+// under test and a fresh, migrated database per case.
+type suite struct {
+	drv   sqldriver.Driver
+	setup func(*testing.T) *gorm.DB
+}
+
 func Migrate(t testing.TB, drv sqldriver.Driver, db *gorm.DB) {
 	t.Helper()
 	names := []string{"0001_outbox_events", "0003_outbox_relays", "0004_outbox_relays_publisher", "0005_outbox_claim_by_key"}
