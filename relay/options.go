@@ -26,10 +26,10 @@ const (
 	// to DefaultMaxBatchSize (see WithBatchSize).
 	DefaultBatchSize    = 100
 	DefaultMaxBatchSize = 1000
-	DefaultLease       = 30 * time.Second
-	DefaultConcurrency = 10
-	DefaultMaxAttempts = 25
-	DefaultRetention   = 24 * time.Hour
+	DefaultLease        = 30 * time.Second
+	DefaultConcurrency  = 10
+	DefaultMaxAttempts  = 25
+	DefaultRetention    = 24 * time.Hour
 	// DefaultPollInterval is the idle poll of MySQL and SQLite; PostgreSQL,
 	// woken by LISTEN/NOTIFY, polls every DefaultListenPollInterval.
 	DefaultPollInterval       = 500 * time.Millisecond
@@ -66,14 +66,14 @@ func defaultConfig() config {
 	return config{
 		batchSize:    DefaultBatchSize,
 		maxBatchSize: DefaultMaxBatchSize,
-		lease:       DefaultLease,
-		concurrency: DefaultConcurrency,
-		maxAttempts: DefaultMaxAttempts,
-		backoff:     DefaultBackoff,
-		retention:   DefaultRetention,
-		listen:      true,
-		heartbeat:   DefaultHeartbeat,
-		Errors:      optionerr.Errors{Sentinel: ErrInvalidOption},
+		lease:        DefaultLease,
+		concurrency:  DefaultConcurrency,
+		maxAttempts:  DefaultMaxAttempts,
+		backoff:      DefaultBackoff,
+		retention:    DefaultRetention,
+		listen:       true,
+		heartbeat:    DefaultHeartbeat,
+		Errors:       optionerr.Errors{Sentinel: ErrInvalidOption},
 	}
 }
 

@@ -67,12 +67,12 @@ func exerciseStatements(t *testing.T, drv sqldriver.Driver, setup func(*testing.
 		insert(t, drv, db, false, event("a", "", nil))
 		var n int
 		must(t, db.Raw("SELECT COUNT(*) FROM "+Table+" WHERE "+cond).Scan(&n).Error)
-		res := db.Exec("UPDATE "+Table+" SET attempts = attempts + 1 WHERE event_id = 'a' AND "+cond)
+		res := db.Exec("UPDATE " + Table + " SET attempts = attempts + 1 WHERE event_id = 'a' AND " + cond)
 		if n != 1 || res.Error != nil || res.RowsAffected != 1 {
 			t.Fatalf("SELECT counted %d rows, UPDATE %d rows (%v); want 1 and 1", n, res.RowsAffected, res.Error)
 		}
 		must(t, db.Transaction(func(tx *gorm.DB) error {
-			return tx.Exec("UPDATE "+Table+" SET attempts = attempts + 1 WHERE event_id = 'a' AND "+cond).Error
+			return tx.Exec("UPDATE " + Table + " SET attempts = attempts + 1 WHERE event_id = 'a' AND " + cond).Error
 		}))
 		got, err := drv.Claim(t.Context(), db, sqldriver.ClaimParams{Table: Table, Worker: "w", Limit: 10, Lease: time.Minute, LazyCommit: true})
 		must(t, err)
