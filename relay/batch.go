@@ -209,8 +209,9 @@ func (r *Relay) tally(ctx context.Context, o *outcome, res *Result, now time.Tim
 	}
 }
 
-// analyzeEvery is how often a busy relay refreshes the table's statistics.
-const analyzeEvery = time.Minute
+// analyzeEvery is how often a busy relay checks whether the table's
+// statistics are stale, and refreshes them if they are.
+const analyzeEvery = 10 * time.Second
 
 // maybeAnalyze refreshes the table's statistics in the background when
 // claims come back full (a backlog) and this relay has not done so for a
