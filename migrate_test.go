@@ -43,7 +43,18 @@ func TestMigrateMatchesSQLFiles(t *testing.T) {
 			if !slices.Equal(a, b) {
 				t.Errorf("Migrate and the SQL file disagree:\nMigrate:\n  %s\nfile:\n  %s", strings.Join(a, "\n  "), strings.Join(b, "\n  "))
 			}
-			for _, want := range []string{"outbox_events_claim_idx", "outbox_events_key_idx", "outbox_events_aggregate_idx", "outbox_events_event_id_key", "outbox_idempotency_expires_idx"} {
+			want := []string{"outbox_events_claim_idx", "outbox_events_key_idx", "outbox_events_published_idx", "outbox_events_event_id_key", "outbox_idempotency_expires_idx"}
+			if d == testenv.Postgres {
+				// Migration 0006: every UPDATE of a PostgreSQL row writes an
+				// entry into each index over all rows; nothing on an
+				// event's way reads the aggregate index.
+				if slices.ContainsFunc(a, func(s string) bool { return strings.Contains(s, "outbox_events_aggregate_idx") }) {
+					t.Error("the aggregate index is still there on PostgreSQL")
+				}
+			} else {
+				want = append(want, "outbox_events_aggregate_idx")
+			}
+			for _, want := range want {
 				if !slices.ContainsFunc(a, func(s string) bool { return strings.Contains(s, want) }) {
 					t.Errorf("index %s is missing", want)
 				}

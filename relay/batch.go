@@ -34,6 +34,7 @@ func (r *Relay) runBatch(ctx context.Context) (Result, bool, error) {
 type claimed struct {
 	rows  []outbox.OutboxEvent
 	start time.Time // before the claim: the lease runs from here at the latest
+	limit int       // the claim's size: a full claim suggests a backlog
 	err   error
 }
 
@@ -64,9 +65,10 @@ func (r *Relay) claimBatch(ctx context.Context) claimed {
 	// until their lease expired. Claimed rows are released on shutdown.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.lease)
 	defer cancel()
-	rows, err := r.drv.claim(cctx, r.db, r.cfg.workerID, r.cfg.batchSize, r.cfg.lease)
+	limit := int(r.size.Load())
+	rows, err := r.drv.claim(cctx, r.db, r.cfg.workerID, limit, r.cfg.lease)
 	if err == nil && len(rows) == 0 && r.held.wait(ctx, heldWait) {
-		rows, err = r.drv.claim(cctx, r.db, r.cfg.workerID, r.cfg.batchSize, r.cfg.lease)
+		rows, err = r.drv.claim(cctx, r.db, r.cfg.workerID, limit, r.cfg.lease)
 	}
 	if err != nil {
 		return claimed{err: fmt.Errorf("relay: claiming events: %w", err)}
@@ -75,10 +77,31 @@ func (r *Relay) claimBatch(ctx context.Context) claimed {
 		r.held.add() // until complete
 		r.inst.claimed.Add(ctx, int64(len(rows)), metric.WithAttributes(attrTable.String(r.table)))
 	}
-	if len(rows) == r.cfg.batchSize {
+	if len(rows) == limit {
 		r.maybeAnalyze(ctx)
 	}
-	return claimed{rows: rows, start: start}
+	return claimed{rows: rows, start: start, limit: limit}
+}
+
+// adapt sets the size of the next claims after c was claimed and its
+// delivery took took (see WithBatchSize): twice as large after a full
+// claim delivered quickly, back to the base size after a short claim, half
+// as large after a slow delivery.
+func (r *Relay) adapt(c claimed, took time.Duration) {
+	base, most := r.cfg.batchSize, r.cfg.maxBatchSize
+	if base == most || c.err != nil {
+		return
+	}
+	next := c.limit
+	switch {
+	case len(c.rows) < c.limit:
+		next = base
+	case took > r.cfg.lease/8:
+		next = max(base, c.limit/2)
+	default:
+		next = min(most, 2*c.limit)
+	}
+	r.size.Store(int64(next))
 }
 
 // deliverBatch delivers a claimed batch and reports whether the publisher
@@ -186,8 +209,9 @@ func (r *Relay) tally(ctx context.Context, o *outcome, res *Result, now time.Tim
 	}
 }
 
-// analyzeEvery is how often a busy relay refreshes the table's statistics.
-const analyzeEvery = time.Minute
+// analyzeEvery is how often a busy relay checks whether the table's
+// statistics are stale, and refreshes them if they are.
+const analyzeEvery = 10 * time.Second
 
 // maybeAnalyze refreshes the table's statistics in the background when
 // claims come back full (a backlog) and this relay has not done so for a

@@ -150,6 +150,9 @@ func (r *Relay) fenceClause(b *dialect.Builder, outs []outcome, f fence) {
 		b.Add(" AND locked_until <= ")
 		b.Now()
 	}
+	if lazy := r.kind.Driver().LazyCommit(); lazy != "" && !r.cfg.syncCommit {
+		b.Add(" AND " + lazy)
+	}
 }
 
 // maxErrorLen bounds last_error (TEXT holds 64 KiB on MySQL).

@@ -36,11 +36,27 @@
 // and MySQL, Start records a batch's outcomes while it claims and delivers
 // the next one (SQLite, with its single writer, does one after the other).
 //
-// On PostgreSQL, a relay whose claims come back full runs ANALYZE
-// (SKIP_LOCKED) on the table at most once a minute: an outbox swings from
-// empty to a large backlog faster than autovacuum notices, and with the
-// statistics of an empty table the planner would sort the whole backlog
-// for every claim. Without the privilege it stops trying.
+// A claim takes 100 events while the table holds few; while claims come
+// back full and their deliveries are quick it doubles, up to 1000, and it
+// returns to 100 once a claim comes back short (WithBatchSize fixes the
+// size). Large claims cost the database less per event during a backlog;
+// small ones keep a relay's share of a short backlog small.
+//
+// On PostgreSQL the relay's own statements (claims, completions, rescues)
+// commit with synchronous_commit off for their own transactions only: they
+// wait for no disk flush. A database crash can undo the last fraction of a
+// second of them, which makes those events deliverable again (at least
+// once, as after a relay crash); it cannot lose an event, which its
+// writer's transaction made durable. WithSynchronousCommit makes them
+// wait.
+//
+// On PostgreSQL, a relay whose claims come back full checks every 10s
+// whether the table's statistics are stale (rows changed since the last
+// ANALYZE above a tenth of the table and 1000) and then runs ANALYZE
+// (SKIP_LOCKED): an outbox swings from empty to a large backlog faster than
+// autovacuum notices, and with the statistics of an empty table the
+// planner would sort the whole backlog for every claim. Without the
+// privilege it stops trying.
 //
 // # Outcomes
 //
@@ -127,7 +143,9 @@
 //
 // Each relay rescues expired leases every half lease, and deletes published
 // events older than WithRetention (default 24h) in batches of 1000, between
-// two batches of its own. Dead
+// two batches of its own, oldest first, through the index of published
+// events (migration 0006): a pass reads the rows it deletes, however much
+// younger history the table holds. Dead
 // events are kept until an operator replays (Replay, ReplayAll) or purges
 // them (PurgeDead).
 //

@@ -43,11 +43,12 @@ type driver interface {
 // newDriver returns the relay's driver of the table on a database of
 // kind: the LISTEN/NOTIFY driver (listen.go) where the database can wake
 // relays, a polling one elsewhere; both claim through kind's
-// sqldriver.Claimer. It panics on a Kind without a driver (Kinds come
+// sqldriver.Claimer, lazily committed (sqldriver.Statements.LazyCommit)
+// when lazy is set. It panics on a Kind without a driver (Kinds come
 // from dialect.Of, which refuses unknown dialects): there is no fallback.
-func newDriver(kind dialect.Kind, table string) driver {
+func newDriver(kind dialect.Kind, table string, lazy bool) driver {
 	sd := kind.Driver()
-	c := &claimer{sql: sd, table: table}
+	c := &claimer{sql: sd, table: table, lazy: lazy}
 	if sd.Listens() {
 		return &postgresDriver{claimer: c, table: table}
 	}
@@ -126,12 +127,14 @@ func (c *keyCursor) advance(from string, rows []outbox.OutboxEvent) {
 type claimer struct {
 	sql    sqldriver.Driver
 	table  string
+	lazy   bool
 	cursor keyCursor
 }
 
 func (c *claimer) claim(ctx context.Context, db *gorm.DB, worker string, limit int, lease time.Duration) ([]outbox.OutboxEvent, error) {
 	from := c.cursor.get()
-	rows, err := c.sql.Claim(ctx, db, sqldriver.ClaimParams{Table: c.table, Worker: worker, Limit: limit, Lease: lease, Cursor: from})
+	rows, err := c.sql.Claim(ctx, db, sqldriver.ClaimParams{
+		Table: c.table, Worker: worker, Limit: limit, Lease: lease, Cursor: from, LazyCommit: c.lazy})
 	if err != nil {
 		return nil, err
 	}

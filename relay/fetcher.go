@@ -69,14 +69,16 @@ func (f *fetcher) step(ctx context.Context) (wait time.Duration, again bool) {
 	if c.err == nil && len(c.rows) == 0 {
 		c = r.claimBatch(ctx)
 	}
-	if f.completer.overlaps() && f.unavailable == 0 && len(c.rows) == r.cfg.batchSize {
+	if f.completer.overlaps() && f.unavailable == 0 && len(c.rows) > 0 && len(c.rows) == c.limit {
 		f.claimAhead(ctx)
 	}
 	var unavail bool
 	if len(c.rows) > 0 {
 		f.totals.claimed.Add(int64(len(c.rows)))
 		var b *batch
+		began := time.Now()
 		b, unavail = r.deliverBatch(ctx, c, backoffStep(f.unavailable+1))
+		r.adapt(c, time.Since(began))
 		f.completer.complete(b)
 		if unavail {
 			// The transport is down: do not deliver the batch claimed ahead.

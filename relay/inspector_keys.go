@@ -104,7 +104,7 @@ func (i *Inspector) SkipKeyHead(ctx context.Context, partitionKey string) (strin
 	if res.RowsAffected == 0 {
 		return "", fmt.Errorf("%w: the head of %q (%s) changed meanwhile", ErrKeyNotBlocked, partitionKey, h.EventID)
 	}
-	newDriver(o.kind, o.table).notify(o.db)
+	newDriver(o.kind, o.table, false).notify(o.db)
 	return h.EventID, nil
 }
 

@@ -87,3 +87,54 @@ func claimIndexDefinition(t *testing.T, db *gorm.DB) string {
 	}
 	return strings.Join(def, ", ")
 }
+
+// Migration 0006 (indexes of published and dead events; PostgreSQL drops
+// the aggregate index) applied by outbox.Migrate to a table made by the
+// earlier migrations that already holds events in every state: the rows
+// are kept, retention deletes the old published ones through the new
+// index, and a relay delivers what is left.
+func TestLeanIndexMigrationOnATableWithRows(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, db *gorm.DB) {
+		must(t, sqlmigrate.Apply(db, []string{"0001_outbox_events", "0003_outbox_relays", "0004_outbox_relays_publisher", "0005_outbox_claim_by_key"},
+			map[string]string{outbox.DefaultTableName: outbox.DefaultTableName}))
+		must(t, db.Use(&outbox.Plugin{}))
+		emitN(t, db, 60, func(i int) outbox.Event {
+			e := event(i)
+			if i%3 == 0 {
+				e.PartitionKey = fmt.Sprint("key-", i%6)
+			}
+			return e
+		})
+		// Old and recent history, and dead events.
+		must(t, db.Exec("UPDATE outbox_events SET status = 'published', published_at = ?, attempts = 1 WHERE id <= 10",
+			time.Now().Add(-48*time.Hour).UTC()).Error)
+		must(t, db.Exec("UPDATE outbox_events SET status = 'published', published_at = created_at, attempts = 1 WHERE id > 10 AND id <= 20").Error)
+		must(t, db.Exec("UPDATE outbox_events SET status = 'dead', attempts = 1 WHERE id > 55").Error)
+		before := statusCounts(t, db)
+
+		must(t, outbox.Migrate(db))
+		if after := statusCounts(t, db); after != before {
+			t.Fatalf("rows per status %v before the migration, %v after", before, after)
+		}
+		var applied int64
+		must(t, db.Table(sqlmigrate.VersionTable).Where("name = ?", "0006_outbox_lean_indexes").Count(&applied).Error)
+		if applied != 1 {
+			t.Errorf("0006 recorded %d times", applied)
+		}
+		must(t, outbox.Migrate(db)) // recorded: not applied again
+
+		pub := newRecorder()
+		runRelays(t, db, 1, pub, time.Minute, func() bool {
+			// 10 recent + 35 delivered now; the 10 old ones deleted.
+			return countStatus(t, db, outbox.StatusPublished) == 10+35 && countStatus(t, db, outbox.StatusPending) == 0
+		}, relay.WithPollInterval(5*time.Millisecond))
+		if n := countStatus(t, db, outbox.StatusDead); n != 5 {
+			t.Errorf("%d dead events after the relay ran, want the 5 dead before", n)
+		}
+		var old int64
+		must(t, db.Table("outbox_events").Where("id <= 10").Count(&old).Error)
+		if old != 0 {
+			t.Errorf("%d events published 48h ago are left; retention should have deleted them", old)
+		}
+	})
+}

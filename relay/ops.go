@@ -148,7 +148,7 @@ func (o *ops) replay(q *gorm.DB) (int64, error) {
 		return 0, res.Error
 	}
 	if res.RowsAffected > 0 {
-		newDriver(o.kind, o.table).notify(o.db)
+		newDriver(o.kind, o.table, false).notify(o.db)
 	}
 	return res.RowsAffected, nil
 }

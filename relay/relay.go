@@ -132,6 +132,7 @@ type Relay struct {
 	lastAnalyze  atomic.Int64 // unix nanoseconds
 	analyzeError atomic.Bool  // ANALYZE was refused once: stop trying
 	late         lateOutcomes // outcomes known but not recorded within their lease
+	size         atomic.Int64 // the next claim's size (see WithBatchSize)
 }
 
 // New returns a Relay that delivers the events of db's outbox table (the
@@ -184,11 +185,12 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 		pub:   pub,
 		cfg:   cfg,
 		kind:  kind,
-		drv:   withStoredTimes(kind, newDriver(kind, table)),
+		drv:   withStoredTimes(kind, newDriver(kind, table, !cfg.syncCommit)),
 		table: table,
 		log:   cfg.logger.With(slog.String("relay", cfg.workerID)),
 	}
 	r.batchPub, _ = pub.(BatchPublisher)
+	r.size.Store(int64(cfg.batchSize))
 	mp, tp := defaultProviders(cfg.meter, cfg.tracer)
 	r.trace = &tracing{tracer: tp.Tracer(instrumentationName), relay: cfg.workerID, table: table}
 	if r.inst, err = newInstruments(mp); err != nil {

@@ -23,6 +23,9 @@ type ClaimParams struct {
 	// every key gets its turn however many there are ("" starts at the
 	// first key).
 	Cursor string
+	// LazyCommit makes the claim commit without waiting for the disk,
+	// where the dialect can (Statements.LazyCommit).
+	LazyCommit bool
 }
 
 // ClaimedEvent is an event as a claim returns it: after the claim

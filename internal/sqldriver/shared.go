@@ -152,7 +152,7 @@ func DeletePublished(ctx context.Context, db *gorm.DB, c Clock, p DeletePublishe
 	db = db.WithContext(ctx)
 	before, args := c.NowPlus(-p.OlderThan)
 	var ids []int64
-	err := db.Raw("SELECT id FROM "+p.Table+" WHERE status = 'published' AND published_at < "+before+" ORDER BY id LIMIT ?",
+	err := db.Raw("SELECT id FROM "+p.Table+" WHERE status = 'published' AND published_at < (SELECT "+before+") ORDER BY published_at LIMIT ?",
 		append(args, p.Limit)...).Scan(&ids).Error
 	if err != nil {
 		return 0, 0, fmt.Errorf("selecting published events to delete: %w", err)

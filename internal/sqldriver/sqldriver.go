@@ -111,6 +111,14 @@ type Statements interface {
 	// Upsert returns the clause that makes an INSERT update cols, to the
 	// values it tried to insert, when a row with the same key column exists.
 	Upsert(key string, cols ...string) string
+	// LazyCommit returns an SQL condition, always true, whose evaluation
+	// in a statement makes the transaction that runs it commit without
+	// waiting for its commit record to reach disk, where the database lets
+	// one transaction choose (PostgreSQL: synchronous_commit off for that
+	// transaction only); "" where it does not. The relay adds it to its own
+	// bookkeeping (claims, completions), which a database crash may undo
+	// at the price of a redelivery, never of an event.
+	LazyCommit() string
 }
 
 // ErrNoParseTime is returned by Schema.CheckConn for a MySQL connection
@@ -242,8 +250,10 @@ type DeletePublishedParams struct {
 // leaves behind besides events.
 type Retention interface {
 	// DeletePublished deletes at most p.Limit published events of
-	// p.Table whose published_at is older than p.OlderThan, lowest ids
-	// first, and nothing else. It returns how many old published events it
+	// p.Table whose published_at is older than p.OlderThan, oldest
+	// published first, and nothing else. It reads the published index
+	// (migration 0006): the cost of a call is that of the rows it deletes,
+	// however much younger history the table holds. It returns how many old published events it
 	// found (found < p.Limit: there are no more) and how many it deleted.
 	DeletePublished(ctx context.Context, db *gorm.DB, p DeletePublishedParams) (found int, deleted int64, err error)
 	// PruneKeyLocks deletes at most limit partition-key lock rows of the

@@ -45,8 +45,6 @@ func Exercise(t *testing.T, drv sqldriver.Driver, open func(t *testing.T) *gorm.
 	t.Run("Migration", func(t *testing.T) { exerciseMigration(t, drv, open) })
 }
 
-// Migrate creates the outbox and idempotency tables in db with drv and
-// the files of package migrations.
 // suite is what each case of the conformance suite is given: the driver
 // under test and a fresh, migrated database per case.
 type suite struct {
@@ -54,9 +52,11 @@ type suite struct {
 	setup func(*testing.T) *gorm.DB
 }
 
+// Migrate creates the outbox and idempotency tables in db with drv and
+// the files of package migrations.
 func Migrate(t testing.TB, drv sqldriver.Driver, db *gorm.DB) {
 	t.Helper()
-	names := []string{"0001_outbox_events", "0003_outbox_relays", "0004_outbox_relays_publisher", "0005_outbox_claim_by_key"}
+	names := []string{"0001_outbox_events", "0003_outbox_relays", "0004_outbox_relays_publisher", "0005_outbox_claim_by_key", "0006_outbox_lean_indexes"}
 	must(t, sqlmigrate.ApplyDriver(db, drv, migrations.FS, names, nil))
 	must(t, sqlmigrate.ApplyDriver(db, drv, migrations.FS, []string{"0002_outbox_idempotency"}, nil))
 }

@@ -14,14 +14,18 @@ import (
 
 func exerciseRetention(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *gorm.DB) {
 	// DeletePublished deletes only published events published longer ago
-	// than OlderThan, at most Limit, lowest ids first.
+	// than OlderThan, at most Limit, oldest published first.
 	t.Run("DeletePublished", func(t *testing.T) {
 		db := setup(t)
 		insert(t, drv, db, false, event("old1", "", nil), event("old2", "", nil), event("old3", "", nil),
 			event("recent", "", nil), event("dead", "", nil), event("pending", "", nil), event("failed", "", nil))
 		old, oa := drv.NowPlus(-2 * time.Hour)
 		recent, ra := drv.NowPlus(-time.Minute)
-		must(t, db.Exec("UPDATE "+Table+" SET status = 'published', published_at = "+old+" WHERE event_id LIKE 'old%'", oa...).Error)
+		// old3 was published first, then old2, then old1.
+		for i, id := range []string{"old3", "old2", "old1"} {
+			at, aa := drv.NowPlus(-3*time.Hour + time.Duration(i)*time.Minute)
+			must(t, db.Exec("UPDATE "+Table+" SET status = 'published', published_at = "+at+" WHERE event_id = ?", append(aa, id)...).Error)
+		}
 		must(t, db.Exec("UPDATE "+Table+" SET status = 'published', published_at = "+recent+" WHERE event_id = 'recent'", ra...).Error)
 		// A dead or failed event is never deleted, even with an old published_at.
 		must(t, db.Exec("UPDATE "+Table+" SET status = 'dead', published_at = "+old+" WHERE event_id = 'dead'", oa...).Error)
@@ -34,8 +38,8 @@ func exerciseRetention(t *testing.T, drv sqldriver.Driver, setup func(*testing.T
 		if f, d := del(2); f != 2 || d != 2 {
 			t.Fatalf("DeletePublished(limit 2) = %d found, %d deleted; want 2, 2", f, d)
 		}
-		if got := count(t, db, Table, "event_id = 'old3'"); got != 1 {
-			t.Fatal("old3 deleted before old1 and old2 (lowest ids first)")
+		if got := count(t, db, Table, "event_id = 'old1'"); got != 1 {
+			t.Fatal("old1 deleted before old3 and old2 (oldest published first)")
 		}
 		if f, d := del(10); f != 1 || d != 1 {
 			t.Fatalf("DeletePublished(limit 10) = %d found, %d deleted; want 1, 1", f, d)

@@ -74,6 +74,9 @@ func (Driver) InsertIgnore(col string) string { return " ON DUPLICATE KEY UPDATE
 // flag) a skipped row counts 1, as the row ON DUPLICATE KEY UPDATE found.
 func (Driver) InsertIgnoreCounted() bool { return false }
 
+// LazyCommit is "": InnoDB's flush at commit is a global setting.
+func (Driver) LazyCommit() string { return "" }
+
 // Upsert is ON DUPLICATE KEY UPDATE c = VALUES(c), ….
 func (Driver) Upsert(_ string, cols ...string) string {
 	set := make([]string, len(cols))

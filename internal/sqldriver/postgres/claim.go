@@ -13,7 +13,12 @@ import (
 // heads and the oldest events without a key (FOR UPDATE SKIP LOCKED), and
 // pick the batch.
 func (Driver) Claim(ctx context.Context, db *gorm.DB, p sqldriver.ClaimParams) ([]sqldriver.ClaimedEvent, error) {
-	rows, err := db.WithContext(ctx).Raw(strings.ReplaceAll(claimSQL, "{table}", p.Table), map[string]any{
+	q := claimSQL
+	if p.LazyCommit {
+		q += " AND " + Driver{}.LazyCommit()
+	}
+	q += "\nRETURNING " + sqldriver.ClaimColumns
+	rows, err := db.WithContext(ctx).Raw(strings.ReplaceAll(q, "{table}", p.Table), map[string]any{
 		"worker": p.Worker, "lease": p.Lease.Microseconds(), "cursor": p.Cursor, "limit": p.Limit,
 	}).Rows()
 	if err != nil {
@@ -97,5 +102,4 @@ WHERE o.id = ANY(ARRAY(
 	SELECT c.id FROM (SELECT id, available_at, rn FROM runs UNION ALL SELECT id, available_at, rn FROM unkeyed) c
 	ORDER BY c.rn, c.available_at, c.id
 	LIMIT @limit))
-  AND o.status IN ('pending', 'failed')
-RETURNING ` + sqldriver.ClaimColumns
+  AND o.status IN ('pending', 'failed')`

@@ -56,6 +56,13 @@ func (Driver) InsertIgnore(col string) string { return " ON CONFLICT (" + col + 
 // InsertIgnoreCounted is true: a skipped row counts 0.
 func (Driver) InsertIgnoreCounted() bool { return true }
 
+// LazyCommit sets synchronous_commit off for the statement's transaction
+// (set_config with is_local): its commit returns before the WAL flush. The
+// session's setting is untouched.
+func (Driver) LazyCommit() string {
+	return "(SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL"
+}
+
 // Upsert is ON CONFLICT (key) DO UPDATE SET c = excluded.c, ….
 func (Driver) Upsert(key string, cols ...string) string {
 	set := make([]string, len(cols))

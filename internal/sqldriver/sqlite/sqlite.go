@@ -63,6 +63,9 @@ func (Driver) InsertIgnore(col string) string { return " ON CONFLICT (" + col + 
 // InsertIgnoreCounted is true: a skipped row counts 0.
 func (Driver) InsertIgnoreCounted() bool { return true }
 
+// LazyCommit is "": SQLite's synchronous is a connection setting.
+func (Driver) LazyCommit() string { return "" }
+
 // Upsert is ON CONFLICT (key) DO UPDATE SET c = excluded.c, ….
 func (Driver) Upsert(key string, cols ...string) string {
 	s := " ON CONFLICT (" + key + ") DO UPDATE SET "
