@@ -100,7 +100,7 @@ func TestRedeliverCommand(t *testing.T) {
 			u, db := cliDB(t, d)
 			cmd(t, u, "migrate").ok(t)
 			emit(t, db, "p1", "p2")
-			cmd(t, u, "dispatch-once", "--to", "stdout").ok(t)
+			cmd(t, u, "dispatch-once", "--to", "stdout", "--attempt-log").ok(t)
 			emit(t, db, "x", "dd", "busy")
 			if err := db.Exec("UPDATE outbox_events SET status = 'dead', last_error = 'boom' WHERE event_id = 'dd'").Error; err != nil {
 				t.Fatal(err)
@@ -124,7 +124,12 @@ func TestRedeliverCommand(t *testing.T) {
 			if n := status(t, db, "publishing"); n != 1 {
 				t.Errorf("the publishing event was touched")
 			}
-			r = cmd(t, u, "dispatch-once", "--to", "stdout").ok(t)
+			r = cmd(t, u, "dispatch-once", "--to", "stdout", "--attempt-log").ok(t)
+			// A redelivered event keeps its attempt log: one record per claim.
+			if a := decodeJSON[eventJSON](t, cmd(t, u, "show", "--json", "p1").ok(t).stdout).AttemptLog; len(a) != 2 ||
+				a[0].Outcome != "published" || a[0].ClaimVersion != 1 || a[1].Outcome != "published" || a[1].ClaimVersion != 2 {
+				t.Errorf("attempt log of the redelivered p1: %+v, want two published claims", a)
+			}
 			for _, id := range []string{`"id":"p1"`, `"id":"dd"`, `"id":"x"`} {
 				if !strings.Contains(r.stdout, id) {
 					t.Errorf("%s not delivered again:\n%s", id, r.stdout)
