@@ -218,3 +218,27 @@ func TestAttemptLogDeletedWithEvent(t *testing.T) {
 		}
 	})
 }
+
+// WithAttemptLog needs the attempt log table (migration 0007): New names
+// it. Without the table, relays that do not log still run, purges still
+// delete, and Inspector.Attempts says the table is missing.
+func TestAttemptLogNeedsItsTable(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		must(t, db.Exec("DROP TABLE outbox_events_attempts").Error)
+		_, err := relay.New(db, newRecorder(), relay.WithAttemptLog())
+		if !errors.Is(err, outbox.ErrNotMigrated) || !strings.Contains(err.Error(), "outbox_events_attempts") {
+			t.Fatalf("New with the attempt log and no table: %v, want ErrNotMigrated naming it", err)
+		}
+		emitN(t, db, 1, event)
+		_, err = newRelay(t, db, newRecorder()).RunOnce(t.Context())
+		must(t, err)
+		insp, err := relay.NewInspector(db)
+		must(t, err)
+		if _, err := insp.Attempts(t.Context(), event(0).ID); !errors.Is(err, outbox.ErrNotMigrated) {
+			t.Errorf("Attempts without the table: %v, want ErrNotMigrated", err)
+		}
+		if n, err := insp.PurgePublished(t.Context(), 0); err != nil || n != 1 {
+			t.Errorf("PurgePublished without the attempt log table: %d, %v; want 1 deleted", n, err)
+		}
+	})
+}
