@@ -1,6 +1,8 @@
 package mysql
 
 import (
+	"database/sql"
+
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox/internal/sqldriver"
@@ -16,7 +18,8 @@ var attempts = sqldriver.AttemptInsert{Clock: Driver{}, Conflict: Driver{}.Inser
 // they are read back in the transaction: a row in the state its record
 // says the update gives it was changed by it or, with the same
 // claim_version, by an earlier try whose answer was lost (whose records
-// exist, and are skipped).
+// exist, and are skipped). READ COMMITTED, like the claim: the read sees
+// the latest rows, and the insert takes no gap locks.
 func (Driver) Complete(db *gorm.DB, p sqldriver.CompleteParams) ([]int64, error) {
 	var ids []int64
 	err := db.Transaction(func(tx *gorm.DB) error {
@@ -33,7 +36,7 @@ func (Driver) Complete(db *gorm.DB, p sqldriver.CompleteParams) ([]int64, error)
 			return err
 		}
 		return attempts.Exec(tx, p.Table, sqldriver.Applied(p.Records, ids))
-	})
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
 	}
