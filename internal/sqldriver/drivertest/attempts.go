@@ -12,7 +12,8 @@ import (
 
 func exerciseAttemptLog(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *gorm.DB) {
 	s := suite{drv: drv, setup: setup}
-	t.Run("CompleteLogsAppliedRowsOnly", s.attemptCompleteFenced)
+	t.Run("CompleteLogsAppliedRowsOnly", func(t *testing.T) { s.attemptCompleteFenced(t, false) })
+	t.Run("CompleteBumpingVersion", func(t *testing.T) { s.attemptCompleteFenced(t, true) })
 	t.Run("CompleteAfterLostAnswer", s.attemptCompleteAgain)
 	t.Run("InsertSkipsLoggedClaim", s.attemptInsertOnce)
 	t.Run("DeletePublishedDeletesRecords", s.attemptRetention)
@@ -47,9 +48,14 @@ func attemptRecord(c sqldriver.ClaimedEvent, outcome string) sqldriver.AttemptRe
 }
 
 // publishUpdate is a fenced completion of rows as published, each under
-// the claim_version given.
-func publishUpdate(rows []sqldriver.ClaimedEvent, versions []int64) (string, []any) {
-	q := "UPDATE " + Table + " SET status = 'published', locked_by = NULL, locked_until = NULL WHERE status = 'publishing' AND ("
+// the claim_version given; bump also bumps claim_version (as a rescue
+// does).
+func publishUpdate(rows []sqldriver.ClaimedEvent, versions []int64, bump ...bool) (string, []any) {
+	q := "UPDATE " + Table + " SET status = 'published', locked_by = NULL, locked_until = NULL"
+	if len(bump) > 0 && bump[0] {
+		q += ", claim_version = claim_version + 1"
+	}
+	q += " WHERE status = 'publishing' AND ("
 	var args []any
 	for i := range rows {
 		if i > 0 {
@@ -65,8 +71,9 @@ func sortedIDs(ids []int64) []int64 { slices.Sort(ids); return ids }
 
 // Complete runs the update and logs exactly the rows it changed: a row
 // the update's fence refuses (a stale claim_version) gets no record, and
-// Complete does not report it.
-func (s suite) attemptCompleteFenced(t *testing.T) {
+// Complete does not report it; also when the update bumps claim_version
+// (the records' VersionAfter).
+func (s suite) attemptCompleteFenced(t *testing.T, bump bool) {
 	db := s.setup(t)
 	insert(t, s.drv, db, false, event("a", "", nil), event("b", "", nil), event("stale", "", nil))
 	rows := s.claim(t, db, 10, "")
@@ -84,8 +91,11 @@ func (s suite) attemptCompleteFenced(t *testing.T) {
 			want = append(want, r.ID)
 		}
 		recs[i] = attemptRecord(r, "published")
+		if bump {
+			recs[i].VersionAfter++
+		}
 	}
-	q, args := publishUpdate(rows, versions)
+	q, args := publishUpdate(rows, versions, bump)
 	ids, err := s.drv.Complete(db, sqldriver.CompleteParams{Table: Table, Update: q, Args: args, Records: recs})
 	must(t, err)
 	if got := sortedIDs(ids); !slices.Equal(got, sortedIDs(want)) {
