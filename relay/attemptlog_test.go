@@ -242,3 +242,21 @@ func TestAttemptLogNeedsItsTable(t *testing.T) {
 		}
 	})
 }
+
+// A batch larger than one completion statement (chunks of 1000) with
+// every outcome carrying an error is logged whole: the records stay
+// within every database's limit of bind parameters.
+func TestAttemptLogLargeBatch(t *testing.T) {
+	const n = 2500
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		emitN(t, db, n, event)
+		res, err := newRelay(t, db, relay.PublisherFunc(func(context.Context, *outbox.Envelope) error { return errFlaky }),
+			relay.WithBatchSize(n), relay.WithConcurrency(50), relay.WithLease(10*time.Minute), relay.WithAttemptLog()).RunOnce(t.Context())
+		must(t, err)
+		var logged int64
+		must(t, db.Table("outbox_events_attempts").Where("outcome = ? AND error LIKE ?", relay.AttemptRetried, "%flaky broker%").Count(&logged).Error)
+		if res.Failed != n || logged != n {
+			t.Fatalf("%+v, %d retried records; want %d of each", res, logged, n)
+		}
+	})
+}
