@@ -98,10 +98,10 @@
 // them. Inspector.Attempts reads an event's log ("outbox show", the admin
 // page's event detail). Its cost, in BenchmarkAttemptLog (one relay
 // draining 5,000 events through a no-op publisher, so that the database is
-// the whole cost; three runs on a loaded, shared 2-core machine): 0.69 to
-// 0.91 times the throughput without it on PostgreSQL, 0.49 to 0.78 on
-// SQLite (whose completions are not overlapped with deliveries), 0.82 to
-// 1.07 on MariaDB. With a real broker the share is smaller.
+// the whole cost; four runs on a heavily loaded, shared 2-core machine):
+// 0.69 to 0.91 times the throughput without it on PostgreSQL, 0.49 to 0.88
+// on SQLite (whose completions are not overlapped with deliveries), 0.82
+// to 1.07 on MariaDB. With a real broker the share is smaller.
 //
 // # Order
 //
