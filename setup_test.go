@@ -22,7 +22,7 @@ func TestMigrateCreatesEveryTable(t *testing.T) {
 		must(t, db.Use(&outbox.Plugin{}))
 		must(t, outbox.Migrate(db))
 		must(t, outbox.Migrate(db)) // idempotent
-		want := []string{outbox.DefaultTableName, outbox.DefaultTableName + "_relays", idempotency.DefaultTableName}
+		want := []string{outbox.DefaultTableName, outbox.DefaultTableName + "_relays", outbox.DefaultTableName + "_attempts", idempotency.DefaultTableName}
 		if db.Dialector.Name() == "mysql" {
 			want = append(want, outbox.DefaultTableName+"_keys")
 		}

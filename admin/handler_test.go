@@ -70,6 +70,14 @@ func TestPages(t *testing.T) {
 			t.Fatalf("event: %d %s", code, body)
 		}
 		contains(t, "event page", body, "broker timeout", "customer:42", "4bf92f3577b34da6a3ce929d0e0e4736", "Show payload")
+		attempts := body[strings.Index(body, `id="attempts"`)+1:]
+		attempts = attempts[:strings.Index(attempts, "</table>")]
+		contains(t, "event page's attempts", attempts, "retried", "seeder", "broker timeout")
+		if n := strings.Count(attempts, "<tr><td>"); n != 1 {
+			t.Errorf("event page: %d attempts, want 1", n)
+		}
+		_, body = c.get("/events/ev-11")
+		contains(t, "released event's attempts", body, `id="attempts"`, "released")
 		_, withPayload := c.get("/events/fail-1?payload=1")
 		contains(t, "revealed payload", withPayload, "&#34;card&#34;: &#34;"+secret)
 		if code, _ := c.get("/events/no-such"); code != http.StatusNotFound {

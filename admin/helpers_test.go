@@ -41,7 +41,8 @@ func eachDB(t *testing.T, fn func(t *testing.T, db *gorm.DB)) {
 
 // seed writes 20 events and runs a relay over them once: dead-1 and
 // dead-2 die, fail-1 (the head of key customer:42, with two events behind
-// it) fails and waits an hour, and the rest are published.
+// it) fails and waits an hour, and the rest are published; a relay
+// "seeder" logs the attempts.
 func seed(t testing.TB, db *gorm.DB) {
 	t.Helper()
 	testenv.Emit(t, db, 20, func(i int) outbox.Event {
@@ -67,7 +68,8 @@ func seed(t testing.TB, db *gorm.DB) {
 		}
 		return nil
 	})
-	r, err := relay.New(db, pub, relay.WithLogger(slog.New(slog.DiscardHandler)), relay.WithBackoff(func(int) time.Duration { return time.Hour }))
+	r, err := relay.New(db, pub, relay.WithLogger(slog.New(slog.DiscardHandler)), relay.WithBackoff(func(int) time.Duration { return time.Hour }),
+		relay.WithAttemptLog(), relay.WithWorkerID("seeder"))
 	must(t, err)
 	_, err = r.RunOnce(context.Background())
 	must(t, err)

@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -109,6 +110,15 @@ func (h *handler) event(w http.ResponseWriter, r *http.Request, id string) {
 			p = h.cfg.redact(e)
 		}
 		d["Payload"] = prettyPayload(p)
+	}
+	switch atts, err := h.insp.Attempts(r.Context(), id); {
+	case errors.Is(err, outbox.ErrNotMigrated):
+		d["NoAttemptLog"] = true
+	case err != nil:
+		h.failErr(w, r, err)
+		return
+	default:
+		d["Attempts"] = atts
 	}
 	if hs := headerMap(e.Headers); hs["traceparent"] != "" {
 		if parts := strings.Split(hs["traceparent"], "-"); len(parts) == 4 {

@@ -205,6 +205,9 @@ func (r *Relay) applyChunk(ctx context.Context, outs []outcome, f fence, retry b
 		return r.applyLocked(ctx, outs, f, pos, applied)
 	}
 	sql, args := r.completion(outs, f)
+	if r.attempts.logged() != "" {
+		return r.applyLogged(db, outs, f, retry, pos, applied, sql, args)
+	}
 	if r.drv.returning() {
 		var ids []int64
 		if err := db.Raw(sql+" RETURNING id", args...).Scan(&ids).Error; err != nil {
@@ -262,8 +265,9 @@ func (r *Relay) confirm(db *gorm.DB, outs []outcome, pos map[int64]int, applied 
 	return nil
 }
 
-// applyLocked records outs in a transaction that first locks the rows that
-// pass the fence: it knows exactly which outcomes it applied.
+// applyLocked records outs (and their attempt records) in a transaction
+// that first locks the rows that pass the fence: it knows exactly which
+// outcomes it applied.
 func (r *Relay) applyLocked(ctx context.Context, outs []outcome, f fence, pos map[int64]int, applied []bool) error {
 	return r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		b := r.kind.NewBuilder()
@@ -284,6 +288,11 @@ func (r *Relay) applyLocked(ctx context.Context, outs []outcome, f fence, pos ma
 		sql, args := r.completion(held, f)
 		if err := tx.Exec(sql, args...).Error; err != nil {
 			return err
+		}
+		if r.attempts.logged() != "" {
+			if err := r.kind.Driver().InsertAttempts(tx, r.table, r.attemptRecords(held, f)); err != nil {
+				return err
+			}
 		}
 		for _, id := range ids {
 			applied[pos[id]] = true

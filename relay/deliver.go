@@ -31,6 +31,10 @@ type outcome struct {
 	kind  outcomeKind
 	err   error         // why it failed, died or was released (nil for a shutdown release)
 	delay time.Duration // until the next claim, for failed and released
+	took  time.Duration // how long the delivery ran (0: none ran)
+	// expired: a rescue gave the outcome, the claim's lease having
+	// expired without one.
+	expired bool
 }
 
 // envelope builds what the publisher receives from a claimed row.
@@ -78,7 +82,7 @@ func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline
 	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	d := &delivery{r: r, ctx: ctx, pctx: pctx, batchSpan: trace.SpanFromContext(ctx), envs: envs,
-		errs: make([]error, len(envs)), started: make([]bool, len(envs))}
+		errs: make([]error, len(envs)), started: make([]bool, len(envs)), took: make([]time.Duration, len(envs))}
 	d.runs = keyRuns(rows, envOf)
 	if r.batchPub != nil {
 		d.inRounds()
@@ -99,6 +103,7 @@ func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline
 			outs[i].kind, outs[i].delay = released, notStartedDelay
 		default:
 			r.settle(&outs[i], d.errs[j], unavailableDelay)
+			outs[i].took = d.took[j]
 		}
 	}
 	return outs

@@ -26,6 +26,7 @@ type delivery struct {
 	runs      [][]int // envs indexes of each run, in order; -1: undecodable
 	errs      []error
 	started   []bool
+	took      []time.Duration
 }
 
 // keyRuns groups a batch into runs: the events of one partition key in id
@@ -118,7 +119,7 @@ func (d *delivery) end(j int, span trace.Span, took time.Duration, err error) {
 	r := d.r
 	r.inst.publishDuration.Record(d.pctx, took.Seconds(), metric.WithAttributes(attrTable.String(r.table), attrEventType.String(d.envs[j].Type)))
 	endDelivery(span, err)
-	d.errs[j] = err
+	d.errs[j], d.took[j] = err, took
 }
 
 // inRounds delivers the runs through PublishBatch, in rounds: the first

@@ -18,9 +18,10 @@ import (
 // every method then runs plain bound SQL against that table. An Inspector
 // holds no connection of its own and is safe for concurrent use.
 type Inspector struct {
-	db    *gorm.DB
-	kind  dialect.Kind
-	table string
+	db       *gorm.DB
+	kind     dialect.Kind
+	table    string
+	attempts *attemptTable
 }
 
 // InspectorOption configures NewInspector.
@@ -68,7 +69,7 @@ func NewInspector(db *gorm.DB, opts ...InspectorOption) (*Inspector, error) {
 		return nil, fmt.Errorf("relay: %w: missing table %s: run outbox.Migrate (or `outbox migrate`)",
 			outbox.ErrNotMigrated, strings.Join(missing, ", "))
 	}
-	return &Inspector{db: db, kind: kind, table: cfg.table}, nil
+	return &Inspector{db: db, kind: kind, table: cfg.table, attempts: newAttemptTable(kind, cfg.table, false)}, nil
 }
 
 // Table returns the outbox table the Inspector reads.

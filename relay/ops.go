@@ -9,6 +9,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/internal/dialect"
+	"github.com/gormoutbox/outbox/internal/sqldriver"
 )
 
 // Filter narrows the listings, counts and bulk operations of an
@@ -199,27 +200,30 @@ func (o *ops) stats() (*Stats, error) {
 // PurgePublished deletes published events older than age (by published
 // time), in batches, and reports how many it deleted.
 func (i *Inspector) PurgePublished(ctx context.Context, age time.Duration) (int64, error) {
-	return deletePublished(ctx, i.db, i.kind, i.table, age, -1)
+	return deletePublished(ctx, i.db, i.kind, i.table, i.attempts.existing(i.db.WithContext(ctx)), age, -1)
 }
 
 // PurgeDead deletes dead events created more than age ago, in batches, and
 // reports how many it deleted. Nothing else ever deletes a dead event.
 func (i *Inspector) PurgeDead(ctx context.Context, age time.Duration) (int64, error) {
 	o := i.at(ctx)
-	return deleteBatches(o.db, o.table, o.where(outbox.StatusDead, Filter{OlderThan: max(age, time.Nanosecond)}), outbox.StatusDead, -1)
+	q := o.where(outbox.StatusDead, Filter{OlderThan: max(age, time.Nanosecond)})
+	return deleteBatches(o.db, o.table, i.attempts.existing(o.db), q, outbox.StatusDead, -1)
 }
 
-// deletePublished deletes published rows older than age, at most
+// deletePublished deletes published rows older than age, and their
+// records in the attempt log table attempts (if not ""), at most
 // maxBatches batches (all with -1).
-func deletePublished(ctx context.Context, db *gorm.DB, kind dialect.Kind, table string, age time.Duration, maxBatches int) (int64, error) {
+func deletePublished(ctx context.Context, db *gorm.DB, kind dialect.Kind, table, attempts string, age time.Duration, maxBatches int) (int64, error) {
 	s, a := kind.NowPlus(-age)
 	q := db.WithContext(ctx).Table(gormTable(kind, table)).Where("status = ? AND published_at < "+s, append([]any{string(outbox.StatusPublished)}, a...)...)
-	return deleteBatches(db.WithContext(ctx), table, q, outbox.StatusPublished, maxBatches)
+	return deleteBatches(db.WithContext(ctx), table, attempts, q, outbox.StatusPublished, maxBatches)
 }
 
-// deleteBatches selects up to cleanupBatch ids with q and deletes them,
+// deleteBatches selects up to cleanupBatch ids with q and deletes them
+// (with their records in the attempt log table attempts, if not ""),
 // repeatedly, until fewer are found or maxBatches were deleted.
-func deleteBatches(db *gorm.DB, table string, q *gorm.DB, status outbox.Status, maxBatches int) (int64, error) {
+func deleteBatches(db *gorm.DB, table, attempts string, q *gorm.DB, status outbox.Status, maxBatches int) (int64, error) {
 	var total int64
 	for b := 0; maxBatches < 0 || b < maxBatches; b++ {
 		var ids []int64
@@ -229,11 +233,11 @@ func deleteBatches(db *gorm.DB, table string, q *gorm.DB, status outbox.Status, 
 		if len(ids) == 0 {
 			break
 		}
-		res := db.Exec("DELETE FROM "+table+" WHERE id IN ? AND status = ?", ids, string(status))
-		if res.Error != nil {
-			return total, fmt.Errorf("relay: deleting %s events: %w", status, res.Error)
+		n, err := sqldriver.DeleteEvents(db, table, attempts, ids, string(status))
+		if err != nil {
+			return total, fmt.Errorf("relay: deleting %s events: %w", status, err)
 		}
-		total += res.RowsAffected
+		total += n
 		if len(ids) < cleanupBatch {
 			break
 		}

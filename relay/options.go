@@ -57,6 +57,7 @@ type config struct {
 	listen       bool
 	heartbeat    time.Duration
 	singleActive bool
+	attemptLog   bool
 	meter        metric.MeterProvider
 	tracer       trace.TracerProvider
 	optionerr.Errors
@@ -310,4 +311,20 @@ func WithHeartbeat(every time.Duration) Option {
 // option applies to Start; RunOnce claims regardless.
 func WithSingleActive() Option {
 	return func(c *config) { c.singleActive = true }
+}
+
+// WithAttemptLog makes the relay write an attempt log (default off): one
+// record per claim of an event that ended, in the table <table>_attempts
+// (migration 0007), holding the relay's worker id, the attempt, the
+// claim_version, the outcome (published, retried, dead, snoozed,
+// unavailable, released, or rescued when a lease expired), the delivery's
+// duration and its error. Records are written in the statement (on
+// PostgreSQL) or the transaction (MySQL, SQLite) that records the
+// outcomes, a multi-row insert per batch, never a round trip per event; a
+// completion refused by fencing writes no record. Retention and purges
+// delete the records with their events; Inspector.Attempts, "outbox show"
+// and the admin page's event detail show them. New fails with an error
+// wrapping outbox.ErrNotMigrated when the table does not exist.
+func WithAttemptLog() Option {
+	return func(c *config) { c.attemptLog = true }
 }

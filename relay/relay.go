@@ -13,6 +13,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/internal/dialect"
+	"github.com/gormoutbox/outbox/internal/sqldriver"
 )
 
 // Publisher delivers one event. It returns nil once the event is delivered
@@ -129,10 +130,11 @@ type Relay struct {
 	background   sync.WaitGroup // goroutines Start and RunOnce wait for
 	held         heldBatches    // claimed batches not completed yet
 	analyzing    atomic.Bool
-	lastAnalyze  atomic.Int64 // unix nanoseconds
-	analyzeError atomic.Bool  // ANALYZE was refused once: stop trying
-	late         lateOutcomes // outcomes known but not recorded within their lease
-	size         atomic.Int64 // the next claim's size (see WithBatchSize)
+	lastAnalyze  atomic.Int64  // unix nanoseconds
+	analyzeError atomic.Bool   // ANALYZE was refused once: stop trying
+	late         lateOutcomes  // outcomes known but not recorded within their lease
+	attempts     *attemptTable // the attempt log table, whether this relay writes it or not
+	size         atomic.Int64  // the next claim's size (see WithBatchSize)
 }
 
 // New returns a Relay that delivers the events of db's outbox table (the
@@ -177,7 +179,11 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 		}
 	}
 	table := tableOf(db)
-	if err := checkDB(db, kind, table); err != nil {
+	tables := kind.OutboxTables(table)
+	if cfg.attemptLog {
+		tables = append(tables, sqldriver.AttemptsTable(table))
+	}
+	if err := checkDB(db, tables); err != nil {
 		return nil, err
 	}
 	r := &Relay{
@@ -189,6 +195,7 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 		table: table,
 		log:   cfg.logger.With(slog.String("relay", cfg.workerID)),
 	}
+	r.attempts = newAttemptTable(kind, table, cfg.attemptLog)
 	r.batchPub, _ = pub.(BatchPublisher)
 	r.size.Store(int64(cfg.batchSize))
 	mp, tp := defaultProviders(cfg.meter, cfg.tracer)
@@ -201,11 +208,11 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 
 // checkDB refuses a connection whose settings the relay cannot work with
 // and a database whose outbox tables were not created.
-func checkDB(db *gorm.DB, kind dialect.Kind, table string) error {
+func checkDB(db *gorm.DB, tables []string) error {
 	if err := dialect.CheckConn(db, ErrInvalidOption); err != nil {
 		return err
 	}
-	missing, err := dialect.MissingTables(db, kind.OutboxTables(table)...)
+	missing, err := dialect.MissingTables(db, tables...)
 	if err != nil {
 		return fmt.Errorf("relay: checking the outbox tables: %w", err)
 	}

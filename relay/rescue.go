@@ -87,7 +87,7 @@ func (r *Relay) lateTTL() time.Duration { return max(10*r.cfg.lease, 10*time.Min
 
 // expiredOutcome is the outcome of a claim that expired without one.
 func (r *Relay) expiredOutcome(row *outbox.OutboxEvent) outcome {
-	o := outcome{row: row}
+	o := outcome{row: row, expired: true}
 	r.retryOrDie(&o, fmt.Errorf("lease expired: relay %q claimed the event (attempt %d) and recorded no outcome; it crashed or stalled while delivering it",
 		deref(row.LockedBy), row.Attempts))
 	o.env, _ = envelope(row)

@@ -19,7 +19,8 @@ const (
 	keyLockRetention = 24 * time.Hour
 )
 
-// cleanup deletes published events older than the retention, in batches of
+// cleanup deletes published events older than the retention (and their
+// attempt records, where the attempt log table exists), in batches of
 // cleanupBatch, stopping after cleanupBatches or when ctx ends so that it
 // never holds the relay long; Start calls it again at once while it keeps
 // deleting that many. It returns how many it deleted. It also prunes the
@@ -30,7 +31,7 @@ func (r *Relay) cleanup(ctx context.Context) (int64, error) {
 	var n int64
 	for range cleanupBatches {
 		found, deleted, err := drv.DeletePublished(ctx, r.db, sqldriver.DeletePublishedParams{
-			Table: r.table, OlderThan: r.cfg.retention, Limit: cleanupBatch,
+			Table: r.table, OlderThan: r.cfg.retention, Limit: cleanupBatch, Attempts: r.attempts.existing(r.db.WithContext(ctx)),
 		})
 		n += deleted
 		if err != nil {

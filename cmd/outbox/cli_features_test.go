@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -22,6 +25,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/internal/testenv"
+	"github.com/gormoutbox/outbox/relay"
 )
 
 // show prints one event whole, in text and JSON, flags before or after
@@ -31,6 +35,7 @@ func TestShowCommand(t *testing.T) {
 		t.Run(d, func(t *testing.T) {
 			u, db := cliDB(t, d)
 			cmd(t, u, "migrate").ok(t)
+			logAttempts(t, db, "a1")
 			err := db.Transaction(func(tx *gorm.DB) error {
 				return outbox.Emit(tx,
 					outbox.Event{ID: "j1", Type: "order.created", AggregateType: "order", AggregateID: "7", PartitionKey: "order:7",
@@ -63,6 +68,20 @@ func TestShowCommand(t *testing.T) {
 			if e := decodeJSON[eventJSON](t, cmd(t, u, "show", "b1", "--json").ok(t).stdout); e.Payload != "//4A" || e.PayloadEncoding != "base64" {
 				t.Errorf("show b1: %+v", e)
 			}
+			if !strings.Contains(r.stdout, "attempt log: none recorded") || e.AttemptLog == nil || len(e.AttemptLog) != 0 {
+				t.Errorf("show j1: want no attempts recorded:\n%s\n%+v", r.stdout, e.AttemptLog)
+			}
+			r = cmd(t, u, "show", "a1").ok(t)
+			for _, want := range []string{"attempt log:", "retried", "kaput on the first try", "published", "cli-relay"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("show a1 lacks %q:\n%s", want, r.stdout)
+				}
+			}
+			a := decodeJSON[eventJSON](t, cmd(t, u, "show", "--json", "a1").ok(t).stdout).AttemptLog
+			if len(a) != 2 || a[0].Outcome != "retried" || a[0].Attempt != 1 || a[0].Error != "kaput on the first try" ||
+				a[1].Outcome != "published" || a[1].ClaimVersion != 2 || a[1].RelayID != "cli-relay" || a[1].CreatedAt.IsZero() {
+				t.Errorf("show --json a1: attempt log %+v", a)
+			}
 			if r := cmd(t, u, "show", "nope"); r.code != 1 || !strings.Contains(r.stderr, "event not found") {
 				t.Errorf("show of a missing event: exit %d, %s", r.code, r.stderr)
 			}
@@ -81,7 +100,7 @@ func TestRedeliverCommand(t *testing.T) {
 			u, db := cliDB(t, d)
 			cmd(t, u, "migrate").ok(t)
 			emit(t, db, "p1", "p2")
-			cmd(t, u, "dispatch-once", "--to", "stdout").ok(t)
+			cmd(t, u, "dispatch-once", "--to", "stdout", "--attempt-log").ok(t)
 			emit(t, db, "x", "dd", "busy")
 			if err := db.Exec("UPDATE outbox_events SET status = 'dead', last_error = 'boom' WHERE event_id = 'dd'").Error; err != nil {
 				t.Fatal(err)
@@ -105,7 +124,12 @@ func TestRedeliverCommand(t *testing.T) {
 			if n := status(t, db, "publishing"); n != 1 {
 				t.Errorf("the publishing event was touched")
 			}
-			r = cmd(t, u, "dispatch-once", "--to", "stdout").ok(t)
+			r = cmd(t, u, "dispatch-once", "--to", "stdout", "--attempt-log").ok(t)
+			// A redelivered event keeps its attempt log: one record per claim.
+			if a := decodeJSON[eventJSON](t, cmd(t, u, "show", "--json", "p1").ok(t).stdout).AttemptLog; len(a) != 2 ||
+				a[0].Outcome != "published" || a[0].ClaimVersion != 1 || a[1].Outcome != "published" || a[1].ClaimVersion != 2 {
+				t.Errorf("attempt log of the redelivered p1: %+v, want two published claims", a)
+			}
 			for _, id := range []string{`"id":"p1"`, `"id":"dd"`, `"id":"x"`} {
 				if !strings.Contains(r.stdout, id) {
 					t.Errorf("%s not delivered again:\n%s", id, r.stdout)
@@ -367,4 +391,30 @@ func sumOf(body, name string) float64 {
 		}
 	}
 	return total
+}
+
+// logAttempts emits the event id and runs a relay with the attempt log
+// over it twice: it fails once ("kaput on the first try"), then is
+// published.
+func logAttempts(t *testing.T, db *gorm.DB, id string) {
+	t.Helper()
+	if err := db.Transaction(func(tx *gorm.DB) error { return outbox.Emit(tx, outbox.Event{ID: id, Type: "attempted"}) }); err != nil {
+		t.Fatal(err)
+	}
+	pub := relay.PublisherFunc(func(_ context.Context, e *outbox.Envelope) error {
+		if e.Attempt == 1 {
+			return errors.New("kaput on the first try")
+		}
+		return nil
+	})
+	r, err := relay.New(db, pub, relay.WithAttemptLog(), relay.WithWorkerID("cli-relay"),
+		relay.WithBackoff(func(int) time.Duration { return 0 }), relay.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := r.RunOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -11,8 +11,9 @@ import (
 
 func runMigrate(ctx context.Context, c *cli, args []string) error {
 	f := newFlags(c, "migrate", "migrate [flags]",
-		"Creates the outbox table, its relays (heartbeats) table and the idempotency table,\n"+
-			"with their indexes, if they do not exist. Safe to run on every deploy.")
+		"Creates the outbox table, its relays (heartbeats) table, its attempt log table and\n"+
+			"the idempotency table, with their indexes, if they do not exist. Safe to run on\n"+
+			"every deploy.")
 	idemTable := f.fs.String("idempotency-table", idempotency.DefaultTableName, "idempotency `table` name (empty: do not create it)")
 	if err := f.parse(args); err != nil {
 		return err
@@ -24,7 +25,7 @@ func runMigrate(ctx context.Context, c *cli, args []string) error {
 	if err := outbox.Migrate(db.WithContext(ctx)); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "migrated %s and %s_relays\n", f.table, f.table)
+	fmt.Fprintf(c.stdout, "migrated %s, %s_relays and %s_attempts\n", f.table, f.table, f.table)
 	if *idemTable == "" {
 		return nil
 	}

@@ -24,6 +24,7 @@ type relayFlags struct {
 	poll, retention time.Duration
 	noListen        bool
 	singleActive    bool
+	attemptLog      bool
 	metricsAddr     string
 }
 
@@ -46,6 +47,7 @@ func newRelayFlags(c *cli, name, usage, help string, long bool) *relayFlags {
 	fs.StringVar(&f.workerID, "worker-id", "", "relay id in locked_by and heartbeats (default host-pid-random)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json (logs go to stderr)")
+	fs.BoolVar(&f.attemptLog, "attempt-log", false, "log every claim's outcome in the table's attempt log (see outbox show)")
 	if long {
 		fs.DurationVar(&f.poll, "poll-interval", 0, "idle poll (default 500ms; 5s on PostgreSQL, woken by NOTIFY)")
 		fs.DurationVar(&f.retention, "retention", relay.DefaultRetention, "delete published events older than this (0: keep them)")
@@ -107,6 +109,9 @@ func (f *relayFlags) newRelay(ctx context.Context, args []string) (_ *relay.Rela
 	}
 	if f.singleActive {
 		opts = append(opts, relay.WithSingleActive())
+	}
+	if f.attemptLog {
+		opts = append(opts, relay.WithAttemptLog())
 	}
 	db, err := f.open(ctx)
 	if err != nil {

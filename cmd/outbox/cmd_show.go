@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -43,12 +44,27 @@ type eventJSON struct {
 	// text, or base64 of bytes that are not UTF-8 (PayloadEncoding says).
 	Payload         any    `json:"payload"`
 	PayloadEncoding string `json:"payload_encoding"` // json, text or base64
+	// AttemptLog is the event's attempt log (relay.WithAttemptLog), oldest
+	// first; null when the attempt log table does not exist.
+	AttemptLog []attemptJSON `json:"attempt_log"`
+}
+
+// attemptJSON is one record of the attempt log in "outbox show --json".
+type attemptJSON struct {
+	ClaimVersion int64     `json:"claim_version"`
+	Attempt      int       `json:"attempt"`
+	Outcome      string    `json:"outcome"`
+	RelayID      string    `json:"relay_id"`
+	DurationUs   int64     `json:"duration_us"`
+	Error        string    `json:"error,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
 }
 
 func runShow(ctx context.Context, c *cli, args []string) error {
 	f := newFlags(c, "show", "show EVENT_ID [flags]",
 		"Prints one event: its status, attempts, last error (whole), lease owner, claim\n"+
-			"version, timestamps, headers and payload (pretty-printed when it is JSON).").withJSON().withArgs(1, 1, "EVENT_ID")
+			"version, timestamps, its attempt log (relays run with relay.WithAttemptLog), headers\n"+
+			"and payload (pretty-printed when it is JSON).").withJSON().withArgs(1, 1, "EVENT_ID")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -61,6 +77,17 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	out := toEventJSON(e)
+	switch atts, err := insp.Attempts(ctx, e.EventID); {
+	case errors.Is(err, outbox.ErrNotMigrated): // no attempt log table: null
+	case err != nil:
+		return err
+	default:
+		out.AttemptLog = make([]attemptJSON, len(atts))
+		for i, a := range atts {
+			out.AttemptLog[i] = attemptJSON{ClaimVersion: a.ClaimVersion, Attempt: a.Attempt, Outcome: a.Outcome, RelayID: a.RelayID,
+				DurationUs: a.Duration.Microseconds(), Error: a.Error, CreatedAt: a.CreatedAt.UTC()}
+		}
+	}
 	if f.json {
 		return writeJSON(c, out)
 	}
@@ -125,6 +152,7 @@ func printEvent(w io.Writer, e eventJSON) {
 	if e.LastError != nil {
 		fmt.Fprintf(w, "\nlast error:\n%s\n", indent(*e.LastError))
 	}
+	printAttempts(w, e.AttemptLog)
 	if len(e.Headers) > 0 {
 		fmt.Fprintln(w, "\nheaders:")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -152,4 +180,29 @@ func stamp(t *time.Time) string {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+// printAttempts prints the attempt log, one line a record (an error on
+// one line, cut at 200 characters).
+func printAttempts(w io.Writer, log []attemptJSON) {
+	switch {
+	case log == nil:
+		fmt.Fprintln(w, "\nattempt log: no table (run outbox migrate)")
+		return
+	case len(log) == 0:
+		fmt.Fprintln(w, "\nattempt log: none recorded (relays log attempts with relay.WithAttemptLog)")
+		return
+	}
+	fmt.Fprintln(w, "\nattempt log:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  CLAIM\tATTEMPT\tOUTCOME\tRELAY\tDURATION\tRECORDED AT\tERROR")
+	for _, a := range log {
+		msg := strings.Join(strings.Fields(a.Error), " ")
+		if len(msg) > 200 {
+			msg = msg[:200] + "…"
+		}
+		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\n", a.ClaimVersion, a.Attempt, a.Outcome, a.RelayID,
+			time.Duration(a.DurationUs)*time.Microsecond, stamp(&a.CreatedAt), msg)
+	}
+	_ = tw.Flush()
 }

@@ -160,9 +160,36 @@ func DeletePublished(ctx context.Context, db *gorm.DB, c Clock, p DeletePublishe
 	if len(ids) == 0 {
 		return 0, 0, nil
 	}
-	res := db.Exec("DELETE FROM "+p.Table+" WHERE id IN ? AND status = 'published'", ids)
-	if res.Error != nil {
-		return len(ids), 0, fmt.Errorf("deleting published events: %w", res.Error)
+	n, err := DeleteEvents(db, p.Table, p.Attempts, ids, "published")
+	if err != nil {
+		return len(ids), 0, fmt.Errorf("deleting published events: %w", err)
 	}
-	return len(ids), res.RowsAffected, nil
+	return len(ids), n, nil
+}
+
+// DeleteEvents deletes the events of table with the ids that are still
+// in status and, when attempts is set, their records in that attempt log
+// table, in one transaction, and returns how many events it deleted.
+// Records of events it did not delete (their status changed since they
+// were selected) are kept.
+func DeleteEvents(db *gorm.DB, table, attempts string, ids []int64, status string) (int64, error) {
+	if attempts == "" {
+		res := db.Exec("DELETE FROM "+table+" WHERE id IN ? AND status = ?", ids, status)
+		return res.RowsAffected, res.Error
+	}
+	var n int64
+	err := db.Transaction(func(tx *gorm.DB) error {
+		res := tx.Exec("DELETE FROM "+table+" WHERE id IN ? AND status = ?", ids, status)
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		n = res.RowsAffected
+		if n == int64(len(ids)) {
+			return tx.Exec("DELETE FROM "+attempts+" WHERE event_row_id IN ?", ids).Error
+		}
+		// Within the transaction the deleted events are gone; the others
+		// keep their records.
+		return tx.Exec("DELETE FROM "+attempts+" WHERE event_row_id IN ? AND event_row_id NOT IN (SELECT id FROM "+table+" WHERE id IN ?)", ids, ids).Error
+	})
+	return n, err
 }

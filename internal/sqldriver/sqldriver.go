@@ -16,7 +16,8 @@
 //   - Idempotency: the idempotency records' insert and takeover;
 //   - Claimer: the relay's claim and what the relay may assume of the database;
 //   - Retention: pruning what the write path leaves behind;
-//   - Migration: serialising migrators, and the version table.
+//   - Migration: serialising migrators, and the version table;
+//   - AttemptLog: the attempt records written with a completion.
 //
 // Adding a dialect means a new folder implementing Driver, an entry in
 // package dialect's list of drivers, migration files under
@@ -51,6 +52,7 @@ type Driver interface {
 	Claimer
 	Retention
 	Migration
+	AttemptLog
 	RelayLocker
 }
 
@@ -244,6 +246,9 @@ type DeletePublishedParams struct {
 	OlderThan time.Duration
 	// Limit is the most rows one call deletes.
 	Limit int
+	// Attempts is the attempt log table whose records of the deleted
+	// events are deleted with them, in the same transaction ("": none).
+	Attempts string
 }
 
 // Retention deletes delivered events and prunes what the write path
@@ -251,9 +256,10 @@ type DeletePublishedParams struct {
 type Retention interface {
 	// DeletePublished deletes at most p.Limit published events of
 	// p.Table whose published_at is older than p.OlderThan, oldest
-	// published first, and nothing else. It reads the published index
-	// (migration 0006): the cost of a call is that of the rows it deletes,
-	// however much younger history the table holds. It returns how many old published events it
+	// published first, and nothing else but their attempt records
+	// (p.Attempts). It reads the published index (migration 0006): the cost
+	// of a call is that of the rows it deletes, however much younger
+	// history the table holds. It returns how many old published events it
 	// found (found < p.Limit: there are no more) and how many it deleted.
 	DeletePublished(ctx context.Context, db *gorm.DB, p DeletePublishedParams) (found int, deleted int64, err error)
 	// PruneKeyLocks deletes at most limit partition-key lock rows of the

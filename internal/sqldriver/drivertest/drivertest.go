@@ -42,6 +42,7 @@ func Exercise(t *testing.T, drv sqldriver.Driver, open func(t *testing.T) *gorm.
 	t.Run("Claimer", func(t *testing.T) { exerciseClaimer(t, drv, setup) })
 	t.Run("Retention", func(t *testing.T) { exerciseRetention(t, drv, setup) })
 	t.Run("RelayLocker", func(t *testing.T) { exerciseRelayLocker(t, drv, setup) })
+	t.Run("AttemptLog", func(t *testing.T) { exerciseAttemptLog(t, drv, setup) })
 	t.Run("Migration", func(t *testing.T) { exerciseMigration(t, drv, open) })
 }
 
@@ -56,7 +57,7 @@ type suite struct {
 // the files of package migrations.
 func Migrate(t testing.TB, drv sqldriver.Driver, db *gorm.DB) {
 	t.Helper()
-	names := []string{"0001_outbox_events", "0003_outbox_relays", "0004_outbox_relays_publisher", "0005_outbox_claim_by_key", "0006_outbox_lean_indexes"}
+	names := []string{"0001_outbox_events", "0003_outbox_relays", "0004_outbox_relays_publisher", "0005_outbox_claim_by_key", "0006_outbox_lean_indexes", "0007_outbox_attempts"}
 	must(t, sqlmigrate.ApplyDriver(db, drv, migrations.FS, names, nil))
 	must(t, sqlmigrate.ApplyDriver(db, drv, migrations.FS, []string{"0002_outbox_idempotency"}, nil))
 }
