@@ -194,3 +194,26 @@ func TestRegistryChecksRecordedEvents(t *testing.T) {
 		}
 	})
 }
+
+// Track's events are checked too: under a strict registry, a tracked
+// model's events must be registered (outbox.Change is their payload), and
+// a refused one rolls back the row that caused it.
+func TestRegistryChecksTrackedEvents(t *testing.T) {
+	reg := outbox.NewRegistry()
+	must(t, outbox.Register[outbox.Change](reg, "shop_order.created", 1))
+	eachRegistryDB(t, reg, func(t *testing.T, db *gorm.DB) {
+		must(t, db.AutoMigrate(&ShopOrder{}))
+		must(t, outbox.Track(db, &ShopOrder{}))
+		o := ShopOrder{Customer: "ada", Status: "new"}
+		must(t, db.Create(&o).Error)
+		err := db.Model(&o).Update("status", "paid").Error
+		if !errors.Is(err, outbox.ErrInvalidEvent) || !strings.Contains(err.Error(), "shop_order.updated") {
+			t.Errorf("update of a tracked model whose event is not registered: %v", err)
+		}
+		var stored ShopOrder
+		must(t, db.First(&stored, o.ID).Error)
+		if stored.Status != "new" || countEvents(t, db) != 1 {
+			t.Errorf("refused update left status %q and %d events", stored.Status, countEvents(t, db))
+		}
+	})
+}
