@@ -227,7 +227,11 @@ func present(obj map[string]json.RawMessage, path []string) bool {
 		var next map[string]json.RawMessage
 		return json.Unmarshal(raw, &next) == nil && next != nil && present(next, path[1:])
 	}
-	switch string(bytes.TrimSpace(raw)) {
+	var compact bytes.Buffer
+	if json.Compact(&compact, raw) != nil {
+		return false
+	}
+	switch compact.String() {
 	case "null", `""`, "[]", "{}":
 		return false
 	}

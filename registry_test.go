@@ -144,6 +144,7 @@ func TestRegistryRefusesBadPayloads(t *testing.T) {
 		{"tenant mismatch", `payload's tenant is "t2"`, outbox.Event{Type: "order.placed", TenantID: "t1", Payload: orderPlaced{OrderID: "o1", Tenant: "t2"}}},
 		{"tenant missing on the event", `payload's tenant is "t1"`, outbox.Event{Type: "order.placed", Payload: &good}},
 		{"validate", "must not be negative", outbox.Event{Type: "order.placed", TenantID: "t1", Payload: orderPlaced{OrderID: "o1", Tenant: "t1", Amount: -1}}},
+		{"empty array", `"lines"`, outbox.Event{Type: "cart.checked", Payload: json.RawMessage(`{"cart":{"id":1},"lines":[ ]}`)}},
 		{"nested required", `"cart.id"`, outbox.Event{Type: "cart.checked", Payload: map[string]any{"cart": map[string]any{}, "lines": []int{1}}}},
 		{"not an object", "cannot unmarshal array", outbox.Event{Type: "cart.checked", Payload: []int{1}}},
 	}
