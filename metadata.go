@@ -146,3 +146,16 @@ func requireMetadata(e *Event, headers map[string]string, fields []MetadataField
 	}
 	return nil
 }
+
+// Metadata returns the metadata carried in e's headers (see WithMetadata),
+// so that a handler can pass it on to the events it emits:
+//
+//	ctx = outbox.WithMetadata(ctx, e.Metadata())
+func (e *Envelope) Metadata() Metadata {
+	return Metadata{
+		Tenant:        e.Headers[HeaderTenant],
+		Actor:         e.Headers[HeaderActor],
+		RequestID:     e.Headers[HeaderRequestID],
+		CorrelationID: e.Headers[HeaderCorrelationID],
+	}
+}

@@ -106,3 +106,20 @@ func TestRequireMetadata(t *testing.T) {
 		}
 	})
 }
+
+// A handler passes an event's metadata on with Envelope.Metadata.
+func TestEnvelopeMetadata(t *testing.T) {
+	m := outbox.Metadata{Tenant: "t", Actor: "a", RequestID: "r", CorrelationID: "c"}
+	e := &outbox.Envelope{Headers: map[string]string{
+		outbox.HeaderTenant: "t", outbox.HeaderActor: "a", outbox.HeaderRequestID: "r", outbox.HeaderCorrelationID: "c", "other": "x"}}
+	if got := e.Metadata(); got != m {
+		t.Errorf("Metadata() = %+v, want %+v", got, m)
+	}
+	got, ok := outbox.MetadataFrom(outbox.WithMetadata(context.Background(), e.Metadata()))
+	if !ok || got != m {
+		t.Errorf("MetadataFrom = %+v, %v", got, ok)
+	}
+	if _, ok := outbox.MetadataFrom(context.Background()); ok {
+		t.Error("MetadataFrom of a bare context reports metadata")
+	}
+}
