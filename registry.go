@@ -50,8 +50,8 @@ type RegistryOption func(*Registry)
 // refusing it. Registered events are checked as in strict mode.
 func Lenient() RegistryOption { return func(r *Registry) { r.strict = false } }
 
-// RegistryLogger sets the logger of lenient mode's warnings
-// (slog.Default() by default).
+// RegistryLogger sets the logger of lenient mode's warnings; nil keeps
+// the default, slog.Default().
 func RegistryLogger(l *slog.Logger) RegistryOption {
 	return func(r *Registry) {
 		if l != nil {
