@@ -45,6 +45,25 @@
 //
 //	err = outbox.Track(db, &Order{})
 //
+// # Registry and metadata
+//
+// A Registry declares, per event type and version, the Go type of the
+// payload (Register[T]) and its checks (required fields, a tenant field
+// that must equal TenantID, a Validate function). With
+// Plugin{Registry: reg}, every write is checked in the caller's
+// transaction, and refused with ErrInvalidEvent (nothing written) when the
+// type and version are not registered (unless the registry is Lenient,
+// which logs each such type once) or the payload does not match. Upcasters
+// (RegisterUpcaster) turn version N into N+1; relays and consumer helpers
+// given the registry upcast each event before delivering it
+// (Envelope.Version is the version delivered) and check it again: an event
+// whose stored payload no longer matches is dead at once, with the reason.
+//
+// WithMetadata attaches request metadata (tenant, actor, request and
+// correlation ids) to a context; every event written by a statement run
+// with that context carries it in its headers, and RequireMetadata makes
+// the registry refuse events without it.
+//
 // To announce a state change from hooks, note it in BeforeUpdate (or
 // BeforeSave), where tx.Statement.Changed("Status") is meaningful, in
 // tx.Statement.Settings or on the Recorder, and emit it in AfterUpdate,

@@ -94,10 +94,17 @@ type encodedEvent struct {
 	MaxAttempts   int
 }
 
-// encode validates e and converts it to column values. traceHeaders, when
-// non-nil, are added to the headers unless the event already sets them.
-// maxPayload > 0 bounds the payload's size in bytes.
-func (e *Event) encode(traceHeaders map[string]string, maxPayload int) (encodedEvent, error) {
+// encode validates e and converts it to column values. The context's
+// headers (trace context, metadata) are added unless the event already
+// sets them, its tenant is the TenantID of an event without one;
+// c.maxPayload > 0 bounds the payload's size in bytes; c.reg, when set,
+// checks the event.
+func (e *Event) encode(c *writeContext) (encodedEvent, error) {
+	if e.TenantID == "" && c.tenant != "" {
+		withTenant := *e
+		withTenant.TenantID = c.tenant
+		e = &withTenant
+	}
 	if err := e.validate(); err != nil {
 		return encodedEvent{}, err
 	}
@@ -132,10 +139,15 @@ func (e *Event) encode(traceHeaders map[string]string, maxPayload int) (encodedE
 	if out.Payload, err = encodePayload(e.Payload); err != nil {
 		return encodedEvent{}, err
 	}
-	if maxPayload > 0 && len(out.Payload) > maxPayload {
-		return encodedEvent{}, invalid("Payload", "is %d bytes, the limit is %d (Plugin.MaxPayloadSize)", len(out.Payload), maxPayload)
+	if c.maxPayload > 0 && len(out.Payload) > c.maxPayload {
+		return encodedEvent{}, invalid("Payload", "is %d bytes, the limit is %d (Plugin.MaxPayloadSize)", len(out.Payload), c.maxPayload)
 	}
-	if out.Headers, err = encodeHeaders(e.Headers, traceHeaders); err != nil {
+	if c.reg != nil {
+		if err := c.reg.checkWrite(e, out.Payload, c.headersOf(e)); err != nil {
+			return encodedEvent{}, err
+		}
+	}
+	if out.Headers, err = encodeHeaders(e.Headers, c.headers); err != nil {
 		return encodedEvent{}, err
 	}
 	return out, nil

@@ -82,11 +82,11 @@ func Emit(tx *gorm.DB, events ...Event) error {
 }
 
 func (p *Plugin) encodeAll(ctx context.Context, events []Event) ([]encodedEvent, error) {
-	trace := traceHeaders(ctx)
+	c := p.writeContextOf(ctx)
 	out := make([]encodedEvent, len(events))
 	for i := range events {
 		var err error
-		if out[i], err = events[i].encode(trace, p.maxPayload); err != nil {
+		if out[i], err = events[i].encode(&c); err != nil {
 			return nil, err
 		}
 	}

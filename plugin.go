@@ -57,6 +57,13 @@ type Plugin struct {
 	// NoPayloadLimit (or any negative value) means no limit.
 	MaxPayloadSize int
 
+	// Registry, when set, checks every event written (Emit, Recorder,
+	// Track) against the event types and versions registered on it, and
+	// refuses, with an error wrapping ErrInvalidEvent, what it does not
+	// accept: nothing is written. Relays on this db check events with it
+	// before publishing. Nil: no check.
+	Registry *Registry
+
 	table         string
 	kind          dialect.Kind
 	maxPayload    int // 0: no limit
@@ -83,6 +90,9 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	}
 	if err := dialect.CheckConn(db, ErrInvalidConfig); err != nil {
 		return err
+	}
+	if p.Registry != nil && p.Registry.Err() != nil {
+		return p.Registry.Err()
 	}
 	p.table, p.kind = table, kind
 	p.writer = newWriter(kind, table)

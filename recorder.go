@@ -139,9 +139,9 @@ func (p *Plugin) collectRecorded(stmt *gorm.Statement, buf *statementBuffer) ([]
 		return events, nil
 	}
 	var (
-		err   error
-		trace map[string]string
-		once  bool
+		err  error
+		wc   writeContext
+		once bool
 	)
 	eachRecorder(stmt.ReflectValue, func(r *Recorder) {
 		if err != nil || len(r.events) == 0 {
@@ -152,10 +152,10 @@ func (p *Plugin) collectRecorded(stmt *gorm.Statement, buf *statementBuffer) ([]
 			e := &r.events[i]
 			if e.enc == nil {
 				if !once {
-					trace, once = traceHeaders(stmt.Context), true
+					wc, once = p.writeContextOf(stmt.Context), true
 				}
 				var enc encodedEvent
-				if enc, err = e.event.encode(trace, p.maxPayload); err != nil {
+				if enc, err = e.event.encode(&wc); err != nil {
 					return
 				}
 				e.enc = &enc

@@ -174,7 +174,8 @@ func (w *writer) checkDuplicates(tx *gorm.DB, events []encodedEvent) error {
 }
 
 // differs names the first field in which e and s differ, or returns "".
-// Trace headers are ignored: a retried emit runs in another span.
+// Trace headers and the request id are ignored: a retried emit runs in
+// another span and, maybe, another request.
 func differs(e *encodedEvent, s *storedEvent) string {
 	switch {
 	case e.Type != s.Type:
@@ -209,6 +210,7 @@ func sameHeaders(a, b []byte) bool {
 		}
 		delete(m, "traceparent")
 		delete(m, "tracestate")
+		delete(m, HeaderRequestID)
 		return m, true
 	}
 	ma, okA := decode(a)

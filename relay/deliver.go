@@ -75,7 +75,7 @@ func (r *Relay) maxAttempts(row *outbox.OutboxEvent) int {
 // spending an attempt. Started deliveries run to completion under a
 // context that ends at deadline, not with ctx.
 func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline time.Time, unavailableDelay time.Duration) []outcome {
-	outs, envs, envOf := decodeRows(rows)
+	outs, envs, envOf := r.decodeRows(rows)
 	if len(envs) == 0 {
 		return outs
 	}
@@ -110,9 +110,9 @@ func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline
 }
 
 // decodeRows builds the envelopes of rows, and their outcomes: dead for a
-// row that cannot be decoded. envOf maps a row to its envelope, -1 for
-// none.
-func decodeRows(rows []outbox.OutboxEvent) (outs []outcome, envs []*outbox.Envelope, envOf []int) {
+// row that cannot be decoded or fails the registry's check. envOf maps a
+// row to its envelope, -1 for none.
+func (r *Relay) decodeRows(rows []outbox.OutboxEvent) (outs []outcome, envs []*outbox.Envelope, envOf []int) {
 	outs = make([]outcome, len(rows))
 	envOf = make([]int, len(rows))
 	for i := range rows {
@@ -124,6 +124,12 @@ func decodeRows(rows []outbox.OutboxEvent) (outs []outcome, envs []*outbox.Envel
 			continue
 		}
 		outs[i].env = env
+		if reg := r.cfg.registry; reg != nil {
+			if err := reg.Check(env); err != nil {
+				outs[i].kind, outs[i].err = dead, outbox.Permanent(fmt.Errorf("registry check: %w", err))
+				continue
+			}
+		}
 		envOf[i] = len(envs)
 		envs = append(envs, env)
 	}

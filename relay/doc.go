@@ -90,6 +90,11 @@
 //     kept for ten leases (at least ten minutes), and lost if the relay
 //     stops.
 //   - an undecodable row (headers that are not a JSON object): dead.
+//   - with a registry (WithRegistry, or the db's outbox.Plugin.Registry),
+//     an event that fails its check (unregistered in a strict registry, a
+//     payload that no longer matches its registered type): dead at once,
+//     without a publish, its last_error "registry check: …". Events that
+//     pass are published upcast to their latest version.
 //
 // WithOnDead is called once per event that goes dead.
 //

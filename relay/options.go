@@ -58,6 +58,7 @@ type config struct {
 	heartbeat    time.Duration
 	singleActive bool
 	attemptLog   bool
+	registry     *outbox.Registry
 	meter        metric.MeterProvider
 	tracer       trace.TracerProvider
 	optionerr.Errors
@@ -327,4 +328,25 @@ func WithSingleActive() Option {
 // wrapping outbox.ErrNotMigrated when the table does not exist.
 func WithAttemptLog() Option {
 	return func(c *config) { c.attemptLog = true }
+}
+
+// WithRegistry makes the relay check each claimed event against r before
+// publishing it: the event is upcast (outbox.Registry.Upcast) and the
+// publisher receives the upcast envelope; an event that fails the check
+// (its type or version unregistered in a strict registry, its payload not
+// matching the registered type any more) is dead at once, without an
+// attempt at publishing, with the reason in last_error, and the other
+// events flow. Without this option, the registry of the db's outbox.Plugin
+// is used, if it has one.
+func WithRegistry(r *outbox.Registry) Option {
+	return func(c *config) {
+		if r == nil {
+			c.Fail("registry is nil")
+			return
+		}
+		if err := r.Err(); err != nil {
+			c.Fail("registry: %w", err)
+		}
+		c.registry = r
+	}
 }

@@ -28,6 +28,8 @@ func TestNewValidatesOptions(t *testing.T) {
 		{relay.WithWorkerID(""), "worker id"},
 		{relay.WithWorkerID(strings.Repeat("w", 129)), "worker id"},
 		{relay.WithLogger(nil), "logger"},
+		{relay.WithRegistry(nil), "registry is nil"},
+		{relay.WithRegistry(outbox.NewRegistry(outbox.RequireMetadata("ip"))), `RequireMetadata: unknown field "ip"`},
 	}
 	for _, c := range cases {
 		_, err := relay.New(db, pub, c.opt)

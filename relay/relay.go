@@ -166,6 +166,9 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 	if err := cfg.Err(); err != nil {
 		return nil, err
 	}
+	if p, err := outbox.Lookup(db); cfg.registry == nil && err == nil {
+		cfg.registry = p.Registry
+	}
 	if cfg.workerID == "" {
 		cfg.workerID = defaultWorkerID()
 	}

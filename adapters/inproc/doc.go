@@ -39,6 +39,12 @@
 // marked outbox.Permanent: the event is dead in the outbox at once
 // (unless another handler of its type failed and can succeed on a retry).
 //
+// Given an outbox.Registry, NewMux(store, WithRegistry(reg)) upcasts and
+// checks each event before its handlers (a failed check: ErrBadPayload,
+// Permanent), and HandlerOf(fn, Registered(reg)) requires the handler's
+// type to be the one registered for the event's type and version, so that
+// a handler written for version 3 receives version 1 and 2 events upcast.
+//
 // Unlike the asynq and Redis adapters, whose consumers run after the
 // relay's work is done, the handlers here run inside the relay's delivery:
 // a handler's failure is the event's (retried with the relay's backoff,

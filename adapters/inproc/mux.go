@@ -59,6 +59,7 @@ type Mux struct {
 	store           *idempotency.Store
 	log             *slog.Logger
 	inProgressDelay time.Duration
+	registry        *outbox.Registry
 
 	invalid error
 
@@ -73,6 +74,7 @@ type Option func(*config)
 type config struct {
 	log             *slog.Logger
 	inProgressDelay time.Duration
+	registry        *outbox.Registry
 	optionerr.Errors
 }
 
@@ -123,7 +125,7 @@ func NewMux(store *idempotency.Store, opts ...Option) *Mux {
 		cfg.log = slog.Default()
 	}
 	return &Mux{store: store, handlers: map[string][]handler{}, log: cfg.log,
-		inProgressDelay: cfg.inProgressDelay, invalid: cfg.Err()}
+		inProgressDelay: cfg.inProgressDelay, registry: cfg.registry, invalid: cfg.Err()}
 }
 
 // Validate reports the configuration errors of NewMux (joined), each
@@ -188,6 +190,13 @@ func (m *Mux) Publish(ctx context.Context, e *outbox.Envelope) error {
 	if len(hs) == 0 {
 		m.log.Debug("no handler for event type", "event_id", e.ID, "event_type", e.Type)
 		return nil
+	}
+	if m.registry != nil {
+		checked, err := adapterkit.CheckEnvelope(m.registry, e, ErrBadPayload)
+		if err != nil {
+			return err
+		}
+		e = checked
 	}
 	type failure struct {
 		name string

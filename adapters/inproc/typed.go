@@ -27,12 +27,15 @@ var ErrBadPayload = errors.New("inproc: payload does not decode")
 // ErrBadPayload, marked outbox.Permanent (retrying cannot fix it), and fn
 // is not called. fn's context carries the envelope (EnvelopeFrom), for its
 // id or headers. A nil fn gives a nil HandlerFunc, which Handle refuses.
-func HandlerOf[T any](fn func(ctx context.Context, v T) error) HandlerFunc {
+// With Registered(reg), the payload is upcast and checked with the
+// registry first, and T must be the type registered for the event.
+func HandlerOf[T any](fn func(ctx context.Context, v T) error, opts ...TypedOption) HandlerFunc {
 	if fn == nil {
 		return nil
 	}
+	c := typedOptions(opts)
 	return func(ctx context.Context, e *outbox.Envelope) error {
-		v, err := decodePayload[T](e)
+		e, v, err := decodeWith[T](c, e)
 		if err != nil {
 			return err
 		}
@@ -42,12 +45,13 @@ func HandlerOf[T any](fn func(ctx context.Context, v T) error) HandlerFunc {
 
 // TxHandlerOf is HandlerOf for HandleTx: fn writes through tx, which
 // commits together with the handler's idempotency record.
-func TxHandlerOf[T any](fn func(ctx context.Context, tx *gorm.DB, v T) error) TxHandlerFunc {
+func TxHandlerOf[T any](fn func(ctx context.Context, tx *gorm.DB, v T) error, opts ...TypedOption) TxHandlerFunc {
 	if fn == nil {
 		return nil
 	}
+	c := typedOptions(opts)
 	return func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
-		v, err := decodePayload[T](e)
+		e, v, err := decodeWith[T](c, e)
 		if err != nil {
 			return err
 		}

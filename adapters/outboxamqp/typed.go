@@ -29,12 +29,16 @@ var ErrBadPayload = errors.New("outboxamqp: payload does not decode")
 // and fn is not called. fn's context carries the envelope (EnvelopeFrom)
 // and the Delivery (DeliveryFrom). A nil fn gives a nil Handler, which
 // NewConsumer refuses.
-func HandlerOf[T any](fn func(ctx context.Context, v T) error) Handler {
+//
+// With Registered(reg), the payload is upcast and checked with the
+// registry first, and T must be the type registered for the event.
+func HandlerOf[T any](fn func(ctx context.Context, v T) error, opts ...TypedOption) Handler {
 	if fn == nil {
 		return nil
 	}
+	c := typedOptions(opts)
 	return HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
-		v, err := decodePayload[T](e)
+		e, v, err := decodeWith[T](c, e)
 		if err != nil {
 			return err
 		}
@@ -45,12 +49,13 @@ func HandlerOf[T any](fn func(ctx context.Context, v T) error) Handler {
 // TxHandlerOf is HandlerOf for IdempotentTx: fn writes through tx, which
 // commits together with the handler's idempotency record. A nil fn gives
 // a nil TxHandlerFunc, which IdempotentTx reports.
-func TxHandlerOf[T any](fn func(ctx context.Context, tx *gorm.DB, v T) error) TxHandlerFunc {
+func TxHandlerOf[T any](fn func(ctx context.Context, tx *gorm.DB, v T) error, opts ...TypedOption) TxHandlerFunc {
 	if fn == nil {
 		return nil
 	}
+	c := typedOptions(opts)
 	return func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
-		v, err := decodePayload[T](e)
+		e, v, err := decodeWith[T](c, e)
 		if err != nil {
 			return err
 		}

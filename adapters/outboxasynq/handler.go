@@ -31,8 +31,9 @@ const ScopeName = "github.com/gormoutbox/outbox/adapters/outboxasynq"
 type HandlerFunc func(ctx context.Context, e *outbox.Envelope) error
 
 type handlerConfig struct {
-	tp     trace.TracerProvider
-	logger *slog.Logger
+	tp       trace.TracerProvider
+	logger   *slog.Logger
+	registry *outbox.Registry
 	optionerr.Errors
 }
 
@@ -103,13 +104,14 @@ func Handler(fn HandlerFunc, opts ...HandlerOption) asynq.Handler {
 	if cfg.tp == nil {
 		cfg.tp = otel.GetTracerProvider()
 	}
-	return &handler{fn: fn, tracer: cfg.tp.Tracer(ScopeName), log: cfg.logger}
+	return &handler{fn: fn, tracer: cfg.tp.Tracer(ScopeName), log: cfg.logger, registry: cfg.registry}
 }
 
 type handler struct {
-	fn     HandlerFunc
-	tracer trace.Tracer
-	log    *slog.Logger
+	fn       HandlerFunc
+	tracer   trace.Tracer
+	log      *slog.Logger
+	registry *outbox.Registry
 }
 
 // ProcessTask implements asynq.Handler.
@@ -126,6 +128,10 @@ func (h *handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		semconv.MessageID.String(e.ID),
 		semconv.AsynqTaskRetryCount.Int(retried))
 	err = adapterkit.Process(ctx, h.tracer, "outbox consume "+e.Type, carrier(e, t), attrs, func(ctx context.Context) error {
+		e, err := checked(h.registry, e)
+		if err != nil {
+			return err
+		}
 		return h.fn(withEnvelope(ctx, t, e), e)
 	})
 	if outbox.IsPermanent(err) && !errors.Is(err, asynq.SkipRetry) {

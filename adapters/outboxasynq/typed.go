@@ -28,13 +28,24 @@ var ErrBadPayload = errors.New("outboxasynq: payload does not decode")
 // without a retry, and fn is not called. fn's context carries the
 // envelope (EnvelopeFrom) and asynq's view of the task (DeliveryFrom).
 // Everything else is as for Handler, which HandlerOf uses; it panics if
-// fn is nil.
+// fn is nil. With WithRegistry(reg), the payload is upcast and checked
+// with the registry first, and T must be the type registered for the
+// event.
 func HandlerOf[T any](fn func(ctx context.Context, v T) error, opts ...HandlerOption) asynq.Handler {
 	if fn == nil {
 		panic("outboxasynq: HandlerOf(nil)")
 	}
+	reg := registryOf(opts)
 	return Handler(func(ctx context.Context, e *outbox.Envelope) error {
-		v, err := decodePayload[T](e)
+		var (
+			v   T
+			err error
+		)
+		if reg != nil {
+			_, v, err = adapterkit.DecodeRegistered[T](reg, e, ErrBadPayload)
+		} else {
+			v, err = decodePayload[T](e)
+		}
 		if err != nil {
 			return err
 		}
