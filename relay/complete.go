@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 
 	"gorm.io/gorm"
@@ -267,13 +268,16 @@ func (r *Relay) confirm(db *gorm.DB, outs []outcome, pos map[int64]int, applied 
 
 // applyLocked records outs (and their attempt records) in a transaction
 // that first locks the rows that pass the fence: it knows exactly which
-// outcomes it applied.
+// outcomes it applied. It runs where UPDATE … RETURNING is missing (MySQL),
+// READ COMMITTED and SKIP LOCKED: rows another relay has locked are that
+// relay's to record (two rescuers of the same expired leases would
+// otherwise lock each other's rows and deadlock), and no gap is locked.
 func (r *Relay) applyLocked(ctx context.Context, outs []outcome, f fence, pos map[int64]int, applied []bool) error {
 	return r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		b := r.kind.NewBuilder()
 		b.Add("SELECT id FROM " + r.table)
 		r.fenceClause(b, outs, f)
-		b.Add(" FOR UPDATE")
+		b.Add(" FOR UPDATE SKIP LOCKED")
 		var ids []int64
 		if err := tx.Raw(b.SQL(), b.Args()...).Scan(&ids).Error; err != nil {
 			return err
@@ -298,5 +302,5 @@ func (r *Relay) applyLocked(ctx context.Context, outs []outcome, f fence, pos ma
 			applied[pos[id]] = true
 		}
 		return nil
-	})
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 }
