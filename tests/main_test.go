@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -287,6 +288,14 @@ func (f *fleet) dump(t *testing.T, names []string) {
 		p.Wait(10 * time.Second)
 		t.Logf("goroutines of the wedged relay %s:\n%s", p.Name, servers.Tail(p.Log(), 600))
 	}
+	for _, r := range f.inproc {
+		if slices.Contains(names, r.Name) {
+			var b strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+			t.Logf("goroutines of this process (the wedged relay %s among them):\n%s", r.Name, b.String())
+			return
+		}
+	}
 }
 
 // stop stops every relay cleanly and fails t if one does not.
@@ -315,6 +324,7 @@ func (f *fleet) stop(t *testing.T) {
 // pause sleeps d.
 func pause(d time.Duration) { time.Sleep(d) }
 
+
 // ending is what a scenario says about its run when the faults are over.
 type ending struct {
 	scenario, dialect, transport string
@@ -342,6 +352,9 @@ func finish(t *testing.T, db *gorm.DB, relays *fleet, w *workload.Writers, e end
 		e.drain = 60 * time.Second
 	}
 	workload.WaitDrained(t, db, e.drain, len(e.expect.Dead))
+	if !workload.Drained(db, len(e.expect.Dead)) {
+		logTransactions(t, db) // what holds the locks the stuck events wait for?
+	}
 	recovered := time.Since(e.lastFault)
 	if e.consumers != nil {
 		e.expect.Explain = e.consumers.Explain
@@ -351,7 +364,14 @@ func finish(t *testing.T, db *gorm.DB, relays *fleet, w *workload.Writers, e end
 		t.Errorf("%d messages went dead in the consumers", e.consumers.Dead())
 	}
 	if relays != nil {
-		if missing := workload.Probe(t, db, relays.names(), 30*time.Second); len(missing) > 0 {
+		beats, probing := workload.ReadBeats(t, db), time.Now()
+		missing := workload.Probe(t, db, relays.names(), 30*time.Second)
+		if stalled := beats.WaitAdvanced(t, db, relays.names(), 30*time.Second); len(stalled) > 0 {
+			t.Errorf("the heartbeats of relays %v did not advance in %v: their heartbeater is wedged", stalled,
+				time.Since(probing).Round(100*time.Millisecond))
+			missing = append(missing, stalled...)
+		}
+		if len(missing) > 0 {
 			logTransactions(t, db)
 			relays.dump(t, missing)
 		}
