@@ -324,7 +324,6 @@ func (f *fleet) stop(t *testing.T) {
 // pause sleeps d.
 func pause(d time.Duration) { time.Sleep(d) }
 
-
 // ending is what a scenario says about its run when the faults are over.
 type ending struct {
 	scenario, dialect, transport string
