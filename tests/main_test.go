@@ -138,6 +138,20 @@ type fleet struct {
 	stopping    atomic.Bool
 	restarts    atomic.Int64
 	exits       sync.Map // name -> []error: how relay processes exited
+	started     sync.Map // name -> time.Time: when supervise last restarted it
+}
+
+// upFor returns the relay processes that have been running for d at least
+// (since startFleet or their last restart).
+func (f *fleet) upFor(d time.Duration) []*workload.RelayProc {
+	var up []*workload.RelayProc
+	for _, p := range f.procs {
+		at, ok := f.started.Load(p.Name)
+		if p.Running() && (!ok || time.Since(at.(time.Time)) >= d) {
+			up = append(up, p)
+		}
+	}
+	return up
 }
 
 // startFleet starts nIn relays in this process on db and nSub relay
@@ -232,6 +246,7 @@ func (f *fleet) supervise(t *testing.T) {
 					t.Errorf("restarting relay %s: %v", p.Name, err)
 					return
 				}
+				f.started.Store(p.Name, time.Now())
 				f.restarts.Add(1)
 			}
 		})

@@ -13,8 +13,8 @@ import (
 )
 
 // Scenario 4: relay processes are SIGKILLed over and over (one every two
-// to three seconds, each restarted 0.2 s later) for as long as there is
-// work: 20,000 events on PostgreSQL and MariaDB (four relay processes),
+// to three seconds, each restarted 0.2 s later) while there is work (45 s
+// at most): 20,000 events on PostgreSQL and MariaDB (four relay processes),
 // three quarters of them a backlog committed before the relays start
 // (batched inserts, much faster than writers competing with four relays
 // for two cores) and a quarter committed by writers meanwhile; 2,000 on
@@ -63,12 +63,15 @@ func relaysKilled(t *testing.T, dialect string, nRelays, events int) {
 	ready := time.Since(start)
 	w := workload.StartWriters(db, shape)
 	// Kill a relay every 2-3 s while the writers run and the backlog lasts
-	// (until less than 5% of the events are left), for 15 s at least.
+	// (until less than 5% of the events are left), for 15 s at least and
+	// 45 s at most; only relays up for 3 s at least, so that a restarted
+	// relay delivers before it is killed again (on a loaded machine a relay
+	// process takes a second or more to start).
 	kills := 0
 	killing := time.Now()
 	writing := w.Done()
 	var wrote time.Duration
-	for {
+	for time.Since(killing) < 45*time.Second {
 		select {
 		case <-writing:
 			writing, wrote = nil, time.Since(start)
@@ -80,7 +83,7 @@ func relaysKilled(t *testing.T, dialect string, nRelays, events int) {
 				break
 			}
 		}
-		if relays.procs[rand.N(len(relays.procs))].Signal(syscall.SIGKILL) == nil {
+		if up := relays.upFor(3 * time.Second); len(up) > 0 && up[rand.N(len(up))].Signal(syscall.SIGKILL) == nil {
 			kills++
 		}
 	}
