@@ -118,7 +118,9 @@ func (h *heartbeater) beat(ctx context.Context) {
 	b.Now()
 	b.Add(", ?, ?, ?, ?, ?)", totals.claimed.Load(), totals.published.Load(), totals.failed.Load(), totals.dead.Load(), totals.lost.Load())
 	b.Add(r.kind.Upsert("id", "host", "pid", "publisher", "heartbeat_ms", "started_at", "last_beat", "claimed", "published", "failed", "dead", "lost"))
-	if err := r.db.WithContext(ctx).Exec(b.SQL(), b.Args()...).Error; err != nil && ctx.Err() == nil {
+	bctx, cancel := context.WithTimeout(ctx, max(r.cfg.heartbeat, minStatementTimeout))
+	defer cancel()
+	if err := r.db.WithContext(bctx).Exec(b.SQL(), b.Args()...).Error; err != nil && ctx.Err() == nil {
 		if !h.warned {
 			r.log.Warn("heartbeat failed (is the relays table migrated? run outbox.Migrate or 'outbox migrate')", "error", err)
 			h.warned = true

@@ -9,6 +9,11 @@ import (
 // expired rows keeps it going.
 const retentionEvery = time.Minute
 
+// cleanupTimeout bounds one cleanup (its batches together), like every
+// statement of the relay (see statementTimeout): what it has not deleted
+// by then waits for the next.
+const cleanupTimeout = 30 * time.Second
+
 // janitor deletes published events older than WithRetention (Relay.cleanup)
 // and heartbeats of relays long gone, a second after Start begins and then
 // every minute, or again after the next batch while a backlog of expired
@@ -28,11 +33,15 @@ func (j *janitor) runIfDue(ctx context.Context) {
 	if r.cfg.retention <= 0 || now.Before(j.next) {
 		return
 	}
-	n, err := r.cleanup(ctx)
+	cctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	n, err := r.cleanup(cctx)
+	cancel()
 	if err != nil && ctx.Err() == nil {
 		r.log.Error("retention failed", "error", err)
 	}
-	if err := r.pruneRelays(ctx); err != nil && ctx.Err() == nil {
+	pctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	defer cancel()
+	if err := r.pruneRelays(pctx); err != nil && ctx.Err() == nil {
 		r.log.Debug("pruning old heartbeats failed", "error", err)
 	}
 	j.next = now.Add(retentionEvery)

@@ -30,6 +30,15 @@ const (
 	maxLate = 100000
 )
 
+// statementTimeout bounds the relay's own statements that no lease bounds
+// (rescues, heartbeats, retention): the lease, and minStatementTimeout at
+// least. Every statement needs a deadline: a connection whose peer
+// vanished without a FIN or RST (a network partition that drops packets,
+// a firewall or NAT that forgot the connection, a failover to another
+// machine) never answers, and a statement sent on it without one waits
+// for ever, and the relay's loop with it.
+func (r *Relay) statementTimeout() time.Duration { return max(r.cfg.lease, minStatementTimeout) }
+
 // record records outs with fenceMine, retrying a failed statement after a
 // backoff while the lease lasts (until deadline). It returns which outcomes
 // were applied and, with the error of the last try, the number settled

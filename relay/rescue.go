@@ -24,12 +24,14 @@ const rescueLimit = 500
 // An expired claim of this relay whose outcome it knows but could not
 // record in time (see lateOutcomes) gets that outcome instead.
 func (r *Relay) rescue(ctx context.Context) (Result, error) {
+	dctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	defer cancel()
 	var rows []outbox.OutboxEvent
 	b := r.kind.NewBuilder()
 	b.Add("SELECT " + rescueColumns + " FROM " + r.table + " WHERE status = 'publishing' AND locked_until <= ")
 	b.Now()
 	b.Add(fmt.Sprintf(" ORDER BY locked_until LIMIT %d", rescueLimit))
-	if err := r.db.WithContext(ctx).Raw(b.SQL(), b.Args()...).Scan(&rows).Error; err != nil {
+	if err := r.db.WithContext(dctx).Raw(b.SQL(), b.Args()...).Scan(&rows).Error; err != nil {
 		return Result{}, fmt.Errorf("relay: finding expired leases: %w", err)
 	}
 	normaliseTimes(r.kind, rows)
@@ -46,7 +48,7 @@ func (r *Relay) rescue(ctx context.Context) (Result, error) {
 		}
 		outs[i] = r.expiredOutcome(row)
 	}
-	applied, settled, err := r.apply(ctx, outs, fenceExpired, false)
+	applied, settled, err := r.apply(dctx, outs, fenceExpired, false)
 	res := r.accountRescue(ctx, outs[:settled], applied[:settled], isLate[:settled])
 	if err != nil {
 		return res, fmt.Errorf("relay: rescuing expired leases: %w", err)
@@ -72,7 +74,9 @@ func (r *Relay) settleDropped(ctx context.Context, outs []outcome) Result {
 		pos[outs[i].row.ID] = i
 	}
 	applied := make([]bool, len(outs))
-	if err := r.confirm(r.db.WithContext(ctx), outs, pos, applied); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	defer cancel()
+	if err := r.confirm(r.db.WithContext(cctx), outs, pos, applied); err != nil {
 		r.log.Warn("checking outcomes this relay could not record failed; counting them lost", "error", err)
 	}
 	isLate := make([]bool, len(outs))
@@ -140,7 +144,9 @@ func (r *Relay) withPayloads(ctx context.Context, outs []outcome, applied []bool
 		ID      int64
 		Payload []byte
 	}
-	if err := r.db.WithContext(ctx).Table(r.table).Select("id, payload").Where("id IN ?", ids).Scan(&rows).Error; err != nil {
+	pctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	defer cancel()
+	if err := r.db.WithContext(pctx).Table(r.table).Select("id, payload").Where("id IN ?", ids).Scan(&rows).Error; err != nil {
 		r.log.Warn("reading the payloads of dead events for OnDead failed; it gets them without", "error", err)
 		return
 	}

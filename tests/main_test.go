@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -137,6 +138,20 @@ type fleet struct {
 	stopping    atomic.Bool
 	restarts    atomic.Int64
 	exits       sync.Map // name -> []error: how relay processes exited
+	started     sync.Map // name -> time.Time: when supervise last restarted it
+}
+
+// upFor returns the relay processes that have been running for d at least
+// (since startFleet or their last restart).
+func (f *fleet) upFor(d time.Duration) []*workload.RelayProc {
+	var up []*workload.RelayProc
+	for _, p := range f.procs {
+		at, ok := f.started.Load(p.Name)
+		if p.Running() && (!ok || time.Since(at.(time.Time)) >= d) {
+			up = append(up, p)
+		}
+	}
+	return up
 }
 
 // startFleet starts nIn relays in this process on db and nSub relay
@@ -231,6 +246,7 @@ func (f *fleet) supervise(t *testing.T) {
 					t.Errorf("restarting relay %s: %v", p.Name, err)
 					return
 				}
+				f.started.Store(p.Name, time.Now())
 				f.restarts.Add(1)
 			}
 		})
@@ -287,6 +303,14 @@ func (f *fleet) dump(t *testing.T, names []string) {
 		p.Wait(10 * time.Second)
 		t.Logf("goroutines of the wedged relay %s:\n%s", p.Name, servers.Tail(p.Log(), 600))
 	}
+	for _, r := range f.inproc {
+		if slices.Contains(names, r.Name) {
+			var b strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+			t.Logf("goroutines of this process (the wedged relay %s among them):\n%s", r.Name, b.String())
+			return
+		}
+	}
 }
 
 // stop stops every relay cleanly and fails t if one does not.
@@ -342,6 +366,9 @@ func finish(t *testing.T, db *gorm.DB, relays *fleet, w *workload.Writers, e end
 		e.drain = 60 * time.Second
 	}
 	workload.WaitDrained(t, db, e.drain, len(e.expect.Dead))
+	if !workload.Drained(db, len(e.expect.Dead)) {
+		logTransactions(t, db) // what holds the locks the stuck events wait for?
+	}
 	recovered := time.Since(e.lastFault)
 	if e.consumers != nil {
 		e.expect.Explain = e.consumers.Explain
@@ -351,7 +378,14 @@ func finish(t *testing.T, db *gorm.DB, relays *fleet, w *workload.Writers, e end
 		t.Errorf("%d messages went dead in the consumers", e.consumers.Dead())
 	}
 	if relays != nil {
-		if missing := workload.Probe(t, db, relays.names(), 30*time.Second); len(missing) > 0 {
+		beats, probing := workload.ReadBeats(t, db), time.Now()
+		missing := workload.Probe(t, db, relays.names(), 30*time.Second)
+		if stalled := beats.WaitAdvanced(t, db, relays.names(), 30*time.Second); len(stalled) > 0 {
+			t.Errorf("the heartbeats of relays %v did not advance in %v: their heartbeater is wedged", stalled,
+				time.Since(probing).Round(100*time.Millisecond))
+			missing = append(missing, stalled...)
+		}
+		if len(missing) > 0 {
 			logTransactions(t, db)
 			relays.dump(t, missing)
 		}

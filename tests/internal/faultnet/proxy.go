@@ -1,7 +1,10 @@
 // Package faultnet is a TCP proxy that makes the network between a client
 // and a server bad on demand: latency, connections reset at random, cuts
-// (every connection reset and new ones refused) and partitions (bytes stop
-// flowing but connections stay open, as when packets are dropped).
+// (every connection reset and new ones refused), partitions (bytes stop
+// flowing but connections stay open, as when packets are dropped for a
+// while) and blackholes (connections open during one are dead for good:
+// their bytes, FIN and RST are dropped, never delivered, as when a NAT
+// entry, a firewall's state or a failed-over address forgets them).
 package faultnet
 
 import (
@@ -24,17 +27,23 @@ type Proxy struct {
 	conns       map[*link]struct{}
 	cut         bool
 	partitioned bool
+	blackholed  bool
 	healed      chan struct{} // closed when a partition ends
 	latency     time.Duration
 	jitter      time.Duration
 	resetRate   float64 // resets per connection per second
 
-	resets, cuts, partitions, accepted atomic.Int64
-	stop                               chan struct{}
+	resets, cuts, partitions, accepted, dead atomic.Int64
+	stop                                     chan struct{}
 }
 
 // link is one proxied connection: the client's side and the server's.
-type link struct{ client, server net.Conn }
+type link struct {
+	client, server net.Conn
+	// dead: caught in a blackhole. Its bytes are read and dropped, and
+	// neither side ever learns that the other closed.
+	dead atomic.Bool
+}
 
 // New listens on a free port of 127.0.0.1 and forwards to target until t
 // ends.
@@ -121,11 +130,31 @@ func (p *Proxy) Partition() {
 	}
 }
 
-// Restore ends a Cut or a Partition.
+// Blackhole kills every open connection, and every new one until Restore,
+// silently: their bytes are dropped from now on, even after Restore, and
+// the proxy closes neither side when the other closes (neither FIN nor RST
+// crosses), as when packets are dropped for good. The clients see
+// silence; the server sees idle sessions (a transaction left open stays
+// open, holding its locks, until the server itself ends the session).
+// Connections made after Restore work.
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blackholed = true
+	for l := range p.conns {
+		if !l.dead.Swap(true) {
+			p.dead.Add(1)
+		}
+	}
+}
+
+// Restore ends a Cut, a Partition or a Blackhole (whose connections stay
+// dead).
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = false
+	p.blackholed = false
 	if p.partitioned {
 		p.partitioned = false
 		close(p.healed)
@@ -135,11 +164,14 @@ func (p *Proxy) Restore() {
 // Stats counts the faults injected so far.
 type Stats struct {
 	Accepted, Resets, Cuts, Partitions int64
+	// Dead connections: caught in a blackhole.
+	Dead int64
 }
 
 // Stats returns the faults injected so far.
 func (p *Proxy) Stats() Stats {
-	return Stats{Accepted: p.accepted.Load(), Resets: p.resets.Load(), Cuts: p.cuts.Load(), Partitions: p.partitions.Load()}
+	return Stats{Accepted: p.accepted.Load(), Resets: p.resets.Load(), Cuts: p.cuts.Load(), Partitions: p.partitions.Load(),
+		Dead: p.dead.Load()}
 }
 
 func (l *link) reset() {
@@ -186,11 +218,19 @@ func (p *Proxy) handle(c net.Conn) {
 		return
 	}
 	p.conns[l] = struct{}{}
+	if p.blackholed {
+		l.dead.Store(true)
+		p.dead.Add(1)
+	}
 	p.mu.Unlock()
 	done := make(chan struct{}, 2)
-	go func() { p.pipe(s, c); done <- struct{}{} }()
-	go func() { p.pipe(c, s); done <- struct{}{} }()
+	go func() { p.pipe(l, s, c); done <- struct{}{} }()
+	go func() { p.pipe(l, c, s); done <- struct{}{} }()
 	<-done
+	if l.dead.Load() {
+		// Neither side hears of the other's end: wait for the proxy's.
+		<-p.stop
+	}
 	l.reset()
 	<-done
 	p.mu.Lock()
@@ -199,14 +239,24 @@ func (p *Proxy) handle(c net.Conn) {
 }
 
 // pipe copies src to dst chunk by chunk, delaying each chunk by the
-// latency and holding it during a partition.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// latency and holding it during a partition, and dropping everything once
+// l is dead.
+func (p *Proxy) pipe(l *link, dst, src net.Conn) {
 	buf := make([]byte, 32*1024)
 	for {
 		n, err := src.Read(buf)
+		if l.dead.Load() {
+			if err != nil {
+				return
+			}
+			continue
+		}
 		if n > 0 {
 			if !p.hold() {
 				return
+			}
+			if l.dead.Load() {
+				continue // died while held
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return

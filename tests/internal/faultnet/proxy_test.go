@@ -106,3 +106,56 @@ func TestProxyFaults(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+// A blackhole kills the connections it catches for good, silently (no
+// error, no close reaches the other side); connections made after Restore
+// work.
+func TestProxyBlackhole(t *testing.T) {
+	closed := make(chan struct{}, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); _ = c.Close(); closed <- struct{}{} }()
+		}
+	}()
+	p := New(t, ln.Addr().String())
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(c, 5*time.Second); err != nil {
+		t.Fatalf("healthy: %v", err)
+	}
+	p.Blackhole()
+	if err := roundTrip(c, 300*time.Millisecond); err == nil {
+		t.Fatal("round trip through a blackhole succeeded")
+	}
+	p.Restore()
+	if err := roundTrip(c, 300*time.Millisecond); err == nil {
+		t.Fatal("a connection caught in a blackhole came back")
+	}
+	_ = c.Close()
+	select {
+	case <-closed:
+		t.Fatal("the server heard the client's close through the blackhole")
+	case <-time.After(300 * time.Millisecond):
+	}
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(c2, 5*time.Second); err != nil {
+		t.Fatalf("new connection after the blackhole: %v", err)
+	}
+	if s := p.Stats(); s.Dead != 1 {
+		t.Errorf("stats %+v, want 1 dead", s)
+	}
+}

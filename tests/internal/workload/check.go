@@ -63,6 +63,15 @@ func Drained(db *gorm.DB, expectDead int) bool {
 	return u == 0 && int(m) <= expectDead
 }
 
+// Unfinished counts the events pending, failed or publishing.
+func Unfinished(db *gorm.DB) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var u int64
+	err := db.WithContext(ctx).Raw(unfinishedSQL).Scan(&u).Error
+	return int(u), err
+}
+
 // WaitDrained waits until no event is unfinished and every committed event
 // but the expected dead ones has its effect, and returns how long it took.
 // It fails t after timeout, with the state it saw.

@@ -181,11 +181,16 @@ func (r *Relay) Running() bool {
 	}
 }
 
-// Stop ends the relay and returns Start's error.
+// Stop ends the relay and returns Start's error, or an error if Start
+// has not returned within 30s (a wedged relay).
 func (r *Relay) Stop() error {
 	r.cancel()
-	<-r.done
-	return r.err
+	select {
+	case <-r.done:
+		return r.err
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("relay %s: Start did not return within 30s of the end of its context", r.Name)
+	}
 }
 
 type testWriter struct{ t testing.TB }
