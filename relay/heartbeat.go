@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -122,7 +123,11 @@ func (h *heartbeater) beat(ctx context.Context) {
 	defer cancel()
 	if err := r.db.WithContext(bctx).Exec(b.SQL(), b.Args()...).Error; err != nil && ctx.Err() == nil {
 		if !h.warned {
-			r.log.Warn("heartbeat failed (is the relays table migrated? run outbox.Migrate or 'outbox migrate')", "error", err)
+			hint := "the database did not answer in time; the relay goes on and beats again"
+			if !errors.Is(err, context.DeadlineExceeded) {
+				hint = "is the relays table migrated? run outbox.Migrate or 'outbox migrate'"
+			}
+			r.log.Warn("heartbeat failed ("+hint+")", "error", err)
 			h.warned = true
 		}
 		return
