@@ -1,11 +1,5 @@
 package relay
 
-import (
-	"time"
-
-	"github.com/gormoutbox/outbox/internal/dialect"
-)
-
 // The SQL of the Inspector's reports that is more than GORM's query
 // builder says. Everything dialect-specific is here; the clock
 // expressions come from dialect.Kind.
@@ -31,13 +25,4 @@ func blockedKeysSQL(table string) string {
 func keyHeadSQL(table string) string {
 	return "SELECT id, event_id, status, claim_version, last_error FROM " + table +
 		" WHERE partition_key = ? AND partition_key <> '' AND status IN " + unfinishedIn + " ORDER BY id LIMIT 1"
-}
-
-// throughputSQL counts the events published within the last window, per
-// whole minute ago, with the average seconds from creation to publication.
-func throughputSQL(k dialect.Kind, table string, window time.Duration) (string, []any) {
-	since, args := k.NowPlus(-window)
-	return "SELECT " + k.WholeMinutesSince("published_at") + " AS minutes_ago, COUNT(*) AS published, AVG(" +
-		k.SecondsSince("created_at") + " - " + k.SecondsSince("published_at") + ") AS lag_seconds FROM " + table +
-		" WHERE status = 'published' AND published_at >= " + since + " GROUP BY 1", args
 }
