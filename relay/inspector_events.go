@@ -79,7 +79,7 @@ func (i *Inspector) ListEvents(ctx context.Context, q EventQuery) (*EventPage, e
 	var rows []outbox.OutboxEvent
 	arms := []string{""}
 	if q.Unfinished && q.Status == "" {
-		arms = unfinishedArms
+		arms = unfinishedArmsOf(q.Filter)
 	}
 	for _, arm := range arms {
 		var part []outbox.OutboxEvent
@@ -111,7 +111,7 @@ func (i *Inspector) CountEvents(ctx context.Context, q EventQuery) (int64, error
 	f.AfterID, f.BeforeID = 0, 0
 	arms := []string{""}
 	if q.Unfinished && q.Status == "" {
-		arms = unfinishedArms
+		arms = unfinishedArmsOf(q.Filter)
 	}
 	var total int64
 	for _, arm := range arms {
@@ -122,6 +122,15 @@ func (i *Inspector) CountEvents(ctx context.Context, q EventQuery) (int64, error
 		total += n
 	}
 	return total, nil
+}
+
+// unfinishedArmsOf returns the arms of EventQuery.Unfinished that f can
+// match: with a partition key, the unkeyed ones cannot.
+func unfinishedArmsOf(f Filter) []string {
+	if f.PartitionKey == "" {
+		return unfinishedArms
+	}
+	return []string{unfinishedArms[1], unfinishedArms[3]}
 }
 
 // arm is where(status, f) and the condition cond, if any.
