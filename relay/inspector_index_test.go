@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -109,5 +110,31 @@ func TestInspectorReadsTheIndexes(t *testing.T) {
 				}
 			}
 		})
+	})
+}
+
+// A minute with more than 500 publications is estimated from the rate of
+// its first 500, on every database: 20 a second for three minutes reads
+// as about 1,200 a minute.
+func TestThroughputEstimatesBusyMinutes(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		now := time.Now().UTC()
+		rows := make([]outbox.OutboxEvent, 0, 3600)
+		for i := range 3600 {
+			pub := now.Add(-200*time.Second + time.Duration(i)*50*time.Millisecond)
+			rows = append(rows, outbox.OutboxEvent{EventID: fmt.Sprintf("b-%d", i), Type: "t", Version: 1, Status: outbox.StatusPublished,
+				AvailableAt: pub, CreatedAt: pub.Add(-2 * time.Second), PublishedAt: &pub})
+		}
+		must(t, db.Session(&gorm.Session{SkipHooks: true}).CreateInBatches(rows, 500).Error)
+		minutes, err := inspector(t, db).Throughput(t.Context(), time.Hour)
+		must(t, err)
+		for _, m := range minutes[len(minutes)-3 : len(minutes)-1] { // 2 and 1 minutes ago: full minutes
+			if !m.Estimated || m.Published < 1000 || m.Published > 1400 || m.AvgLag < time.Second || m.AvgLag > 3*time.Second {
+				t.Errorf("%d minutes ago: %+v, want about 1,200 estimated, lag about 2s", m.MinutesAgo, m)
+			}
+		}
+		if m := minutes[len(minutes)-5]; m.Published != 0 || m.Estimated {
+			t.Errorf("4 minutes ago: %+v, want none", m)
+		}
 	})
 }

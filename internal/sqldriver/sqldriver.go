@@ -11,7 +11,7 @@
 //
 //   - Clock: the database's notion of now, and how times are bound and read;
 //   - Statements: the clauses of inserts that skip or update duplicates;
-//   - Schema: connection checks and table lookups;
+//   - Schema: connection checks, table lookups and row estimates;
 //   - Writer: the write path's key locks, inserts and duplicate reads;
 //   - Idempotency: the idempotency records' insert and takeover;
 //   - Claimer: the relay's claim and what the relay may assume of the database;
