@@ -17,6 +17,9 @@ type chart struct {
 	MaxPublished  int64
 	MaxLag        string
 	Total         int64
+	// Estimated reports that some minute had more than 500 publications,
+	// so that its count (and the total) are estimates.
+	Estimated bool
 }
 
 type bar struct {
@@ -34,6 +37,7 @@ func newChart(minutes []relay.MinuteStat) chart {
 		c.MaxPublished = max(c.MaxPublished, m.Published)
 		maxLag = max(maxLag, m.AvgLag)
 		c.Total += m.Published
+		c.Estimated = c.Estimated || m.Estimated
 	}
 	if len(minutes) == 0 {
 		return c
@@ -42,8 +46,12 @@ func newChart(minutes []relay.MinuteStat) chart {
 	var pts []string
 	for k, m := range minutes {
 		h := float64(chartH-10) * float64(m.Published) / float64(c.MaxPublished)
+		approx := ""
+		if m.Estimated {
+			approx = "≈"
+		}
 		c.Bars = append(c.Bars, bar{X: float64(k) * w, Y: float64(chartH) - h, W: max(w-1, 1), H: h,
-			Title: fmt.Sprintf("%d min ago: %d published, average lag %s", m.MinutesAgo, m.Published, ago(m.AvgLag))})
+			Title: fmt.Sprintf("%d min ago: %s%d published, average lag %s", m.MinutesAgo, approx, m.Published, ago(m.AvgLag))})
 		if maxLag > 0 && m.Published > 0 {
 			y := float64(chartH) - float64(chartH-10)*float64(m.AvgLag)/float64(maxLag)
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", float64(k)*w+w/2, y))

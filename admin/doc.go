@@ -18,12 +18,43 @@
 //   - Events: filter by status, type, topic, partition key, aggregate type
 //     and id, event id, tenant and creation time; newest or oldest first;
 //     cursor paging on the primary key (never OFFSET). Lists never carry
-//     payloads.
+//     payloads. What each filter reads is said under "Large tables".
 //   - Event: every field, headers, the trace id, the last error in full,
 //     the lease, and the payload (pretty-printed JSON) only when asked,
 //     through WithRedactor if set.
 //   - Blocked keys: partition keys whose head event failed, with the
 //     number of events waiting behind it and its last error.
+//
+// # Large tables
+//
+// The page reads the outbox's partial indexes, so that it stays fast on a
+// table holding millions of published events:
+//
+//   - Counts per status are exact for every status but published, each
+//     read from the index that holds it. On PostgreSQL more than 10,000
+//     published events are not counted but estimated (pg_class.reltuples,
+//     refreshed by autovacuum), and the overview labels the count
+//     "estimate"; elsewhere they are counted.
+//   - The throughput chart reads at most 500 published events per minute
+//     from the published index; a busier minute is estimated from the
+//     rate of its first 500 (marked ≈).
+//   - A status filter other than published, and a count of dead events,
+//     read that status's index. The partition key filter with any status
+//     lists the key's unfinished and dead events from the key and dead
+//     indexes; a key's published events have no index (an index over
+//     every row costs the relay an entry per event and state change), so
+//     they are listed with status published, which walks the table.
+//
+// The aggregate type and id filter has no index on PostgreSQL: migration
+// 0006 dropped it, as nothing on an event's way reads it, and the events
+// page says that this filter scans the table there. An application that
+// needs the lookup on a large table creates the index (CONCURRENTLY does
+// not block writers):
+//
+//	CREATE INDEX CONCURRENTLY outbox_events_aggregate_idx
+//	    ON outbox_events (aggregate_type, aggregate_id);
+//
+// MySQL/MariaDB and SQLite keep that index.
 //
 // # Actions
 //

@@ -73,6 +73,9 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		eq.AfterID = cursor
 	}
 	eq.Limit = 50
+	// A key's published events have no index: with any status, the
+	// key's unfinished and dead ones are listed (the page says so).
+	eq.Unfinished = eq.PartitionKey != "" && eq.Status == ""
 	page, err := h.insp.ListEvents(r.Context(), eq)
 	if err != nil {
 		h.failErr(w, r, err)

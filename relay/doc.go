@@ -192,4 +192,14 @@
 // head and SkipKeyHead unblocks one; Replay, ReplayAll and Redeliver send
 // events again; PurgePublished and PurgeDead delete. The CLI and package
 // admin use it.
+//
+// Its reads stay fast on a table holding a large published history: each
+// reads the partial index of the statuses it asks for (migrations 0005
+// and 0006) rather than the history. GetStats counts every status but
+// published exactly and, on PostgreSQL, estimates more than 10,000
+// published events from the table's statistics (Stats.PublishedEstimated);
+// Throughput reads at most 500 events per minute and estimates busier
+// minutes (MinuteStat.Estimated); EventQuery.Unfinished lists a partition
+// key's unfinished and dead events from their indexes (its published
+// events have none).
 package relay

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/gormoutbox/outbox"
 )
@@ -106,54 +105,4 @@ func (i *Inspector) SkipKeyHead(ctx context.Context, partitionKey string) (strin
 	}
 	newDriver(o.kind, o.table, false).notify(o.db)
 	return h.EventID, nil
-}
-
-// MinuteStat is the delivery of one minute.
-type MinuteStat struct {
-	// MinutesAgo is how many whole minutes before now (by the database
-	// clock) the minute ended: 0 is the current minute.
-	MinutesAgo int
-	// Published counts the events published in that minute that are
-	// still in the table (retention deletes published events).
-	Published int64
-	// AvgLag is their average time from creation to publication.
-	AvgLag time.Duration
-}
-
-// Throughput returns the events published per minute over the last
-// window (default and at most 24 hours; an hour is the admin page's),
-// one entry per minute, oldest first, minutes without any included. It
-// reads the published_at column of published events, which no index
-// covers: its cost grows with the published history in the table.
-func (i *Inspector) Throughput(ctx context.Context, window time.Duration) ([]MinuteStat, error) {
-	if window <= 0 || window > 24*time.Hour {
-		window = 24 * time.Hour
-	}
-	minutes := int((window + time.Minute - 1) / time.Minute)
-	o := i.at(ctx)
-	query, args := throughputSQL(o.kind, o.table, window)
-	var rows []struct {
-		MinutesAgo float64
-		Published  int64
-		LagSeconds *float64
-	}
-	if err := o.db.Raw(query, args...).Scan(&rows).Error; err != nil {
-		return nil, fmt.Errorf("relay: measuring throughput: %w", err)
-	}
-	out := make([]MinuteStat, minutes)
-	for k := range out {
-		out[k].MinutesAgo = minutes - 1 - k
-	}
-	for _, r := range rows {
-		m := int(r.MinutesAgo)
-		if m < 0 || m >= minutes {
-			continue
-		}
-		s := &out[minutes-1-m]
-		s.Published += r.Published
-		if r.LagSeconds != nil {
-			s.AvgLag = time.Duration(*r.LagSeconds * float64(time.Second))
-		}
-	}
-	return out, nil
 }

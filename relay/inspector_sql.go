@@ -1,11 +1,5 @@
 package relay
 
-import (
-	"time"
-
-	"github.com/gormoutbox/outbox/internal/dialect"
-)
-
 // The SQL of the Inspector's reports that is more than GORM's query
 // builder says. Everything dialect-specific is here; the clock
 // expressions come from dialect.Kind.
@@ -17,13 +11,16 @@ const unfinishedIn = "('pending', 'publishing', 'failed')"
 // blockedKeysSQL selects, for keys whose head is failed, the head's id
 // and the number of unfinished events behind it, by head id after a
 // cursor. Every probe is on the key index (partition_key, id) of
-// unfinished keyed events.
+// unfinished keyed events. "h is its key's head" is a scalar subquery
+// (the key's first unfinished id), not NOT EXISTS: a planner that
+// underestimated the key index turned the anti-join into a nested loop
+// over every pair of unfinished keyed events (1.7 s on 2,000 of them).
 func blockedKeysSQL(table string) string {
 	return "SELECT h.id AS id, (SELECT COUNT(*) FROM " + table + " w WHERE w.partition_key = h.partition_key" +
 		" AND w.partition_key <> '' AND w.status IN " + unfinishedIn + " AND w.id > h.id) AS waiting" +
 		" FROM " + table + " h WHERE h.status = 'failed' AND h.partition_key <> '' AND h.id > ?" +
-		" AND NOT EXISTS (SELECT 1 FROM " + table + " e WHERE e.partition_key = h.partition_key" +
-		" AND e.partition_key <> '' AND e.status IN " + unfinishedIn + " AND e.id < h.id)" +
+		" AND h.id = (SELECT MIN(e.id) FROM " + table + " e WHERE e.partition_key = h.partition_key" +
+		" AND e.partition_key <> '' AND e.status IN " + unfinishedIn + ")" +
 		" ORDER BY h.id LIMIT ?"
 }
 
@@ -31,13 +28,4 @@ func blockedKeysSQL(table string) string {
 func keyHeadSQL(table string) string {
 	return "SELECT id, event_id, status, claim_version, last_error FROM " + table +
 		" WHERE partition_key = ? AND partition_key <> '' AND status IN " + unfinishedIn + " ORDER BY id LIMIT 1"
-}
-
-// throughputSQL counts the events published within the last window, per
-// whole minute ago, with the average seconds from creation to publication.
-func throughputSQL(k dialect.Kind, table string, window time.Duration) (string, []any) {
-	since, args := k.NowPlus(-window)
-	return "SELECT " + k.WholeMinutesSince("published_at") + " AS minutes_ago, COUNT(*) AS published, AVG(" +
-		k.SecondsSince("created_at") + " - " + k.SecondsSince("published_at") + ") AS lag_seconds FROM " + table +
-		" WHERE status = 'published' AND published_at >= " + since + " GROUP BY 1", args
 }

@@ -67,8 +67,18 @@ func gormTable(kind dialect.Kind, name string) string { return kind.Driver().Gor
 // when it is empty).
 func (o *ops) where(status outbox.Status, f Filter) *gorm.DB {
 	q := o.tbl()
-	if status != "" {
+	if lit, ok := statusSQL[status]; ok {
+		// Literal, so that the partial indexes whose predicate names the
+		// status match (a bound value does not, on PostgreSQL's generic
+		// plans nor on SQLite).
+		q = q.Where("status = " + lit)
+	} else if status != "" {
 		q = q.Where("status = ?", string(status))
+	}
+	if f.PartitionKey != "" {
+		// Implied by partition_key = ?, but said as the key index's
+		// predicate says it, so that every planner matches it.
+		q = q.Where("partition_key <> ''")
 	}
 	for _, c := range [...]struct{ col, v string }{{"type", f.Type}, {"topic", f.Topic}, {"partition_key", f.PartitionKey},
 		{"aggregate_type", f.AggregateType}, {"aggregate_id", f.AggregateID}, {"event_id", f.EventID}, {"tenant_id", f.TenantID}} {
@@ -152,49 +162,6 @@ func (o *ops) replay(q *gorm.DB) (int64, error) {
 		newDriver(o.kind, o.table, false).notify(o.db)
 	}
 	return res.RowsAffected, nil
-}
-
-// Stats describes an outbox table.
-type Stats struct {
-	// Counts has the number of events per status (absent: none).
-	Counts map[outbox.Status]int64
-	// OldestPendingAge is how long the oldest deliverable pending event
-	// has waited (zero when none waits): the relays' lag.
-	OldestPendingAge time.Duration
-	// Relays lists the relays that recorded heartbeats, live and stale.
-	Relays []RelayStatus
-}
-
-// stats counts the relay's table, without the heartbeats (for gauges).
-func (r *Relay) stats(ctx context.Context) (*Stats, error) {
-	return (&ops{db: r.db.WithContext(ctx), kind: r.kind, table: r.table}).stats()
-}
-
-func (o *ops) stats() (*Stats, error) {
-	var counts []struct {
-		Status outbox.Status
-		N      int64
-	}
-	if err := o.tbl().Select("status, COUNT(*) AS n").Group("status").Scan(&counts).Error; err != nil {
-		return nil, fmt.Errorf("relay: counting events: %w", err)
-	}
-	s := &Stats{Counts: make(map[outbox.Status]int64, len(counts))}
-	for _, c := range counts {
-		s.Counts[c.Status] = c.N
-	}
-	now, args := o.kind.Now()
-	var age *float64
-	err := o.tbl().
-		Select(o.kind.SecondsSince("MIN(available_at)")).
-		Where("status = ? AND available_at <= "+now, append([]any{string(outbox.StatusPending)}, args...)...).
-		Scan(&age).Error
-	if err != nil {
-		return nil, fmt.Errorf("relay: measuring the oldest pending event: %w", err)
-	}
-	if age != nil && *age > 0 {
-		s.OldestPendingAge = time.Duration(*age * float64(time.Second))
-	}
-	return s, nil
 }
 
 // PurgePublished deletes published events older than age (by published

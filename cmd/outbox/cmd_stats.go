@@ -17,7 +17,10 @@ type statsJSON struct {
 	Table                   string           `json:"table"`
 	Counts                  map[string]int64 `json:"counts"`
 	OldestPendingAgeSeconds float64          `json:"oldest_pending_age_seconds"`
-	Relays                  []relayJSON      `json:"relays"`
+	// PublishedEstimated: counts.published is the database's estimate
+	// (PostgreSQL, more than 10,000 published events), not a count.
+	PublishedEstimated bool        `json:"published_estimated"`
+	Relays             []relayJSON `json:"relays"`
 	// Warnings name setups that lose track of events, such as live relays
 	// of this table that deliver to different places.
 	Warnings []string `json:"warnings"`
@@ -65,7 +68,7 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	out := statsJSON{Table: f.table, Counts: map[string]int64{}, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(),
-		Relays: []relayJSON{}, Warnings: []string{}}
+		PublishedEstimated: s.PublishedEstimated, Relays: []relayJSON{}, Warnings: []string{}}
 	for _, st := range statuses {
 		out.Counts[string(st)] = s.Counts[st]
 	}
@@ -112,6 +115,10 @@ func printStats(c *cli, table string, s *relay.Stats, warnings []string) {
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "table\t%s\n", table)
 	for _, st := range statuses {
+		if st == outbox.StatusPublished && s.PublishedEstimated {
+			fmt.Fprintf(w, "%s\t~%d (estimate)\n", st, s.Counts[st])
+			continue
+		}
 		fmt.Fprintf(w, "%s\t%d\n", st, s.Counts[st])
 	}
 	fmt.Fprintf(w, "oldest pending\t%s\n", s.OldestPendingAge.Round(time.Millisecond))

@@ -11,7 +11,7 @@
 //
 //   - Clock: the database's notion of now, and how times are bound and read;
 //   - Statements: the clauses of inserts that skip or update duplicates;
-//   - Schema: connection checks and table lookups;
+//   - Schema: connection checks, table lookups and row estimates;
 //   - Writer: the write path's key locks, inserts and duplicate reads;
 //   - Idempotency: the idempotency records' insert and takeover;
 //   - Claimer: the relay's claim and what the relay may assume of the database;
@@ -143,6 +143,14 @@ type Schema interface {
 	// GormTable returns name as GORM's Table must be given it (GORM quotes
 	// it) to reach the table that the library's SQL names unquoted.
 	GormTable(name string) string
+	// EstimatedRows returns the planner's estimate of table's rows, read
+	// from the statistics the database keeps up to date by itself, without
+	// reading the table (PostgreSQL: pg_class.reltuples, refreshed by
+	// autovacuum and ANALYZE). ok is false where the database keeps no
+	// such estimate worth showing (MySQL's TABLE_ROWS can be off by half;
+	// SQLite keeps none unless ANALYZE was run) or the table was never
+	// analyzed: callers then count.
+	EstimatedRows(db *gorm.DB, table string) (n int64, ok bool, err error)
 }
 
 // EventRow is one event to insert. Payload and Headers are bound as

@@ -83,6 +83,19 @@ func (Driver) TableExists(db *gorm.DB, table string) (bool, error) {
 	return n == 1, err
 }
 
+// EstimatedRows reads pg_class.reltuples (-1 until the table is first
+// vacuumed or analyzed: not ok).
+func (Driver) EstimatedRows(db *gorm.DB, table string) (int64, bool, error) {
+	var n *float64
+	if err := db.Raw("SELECT reltuples FROM pg_class WHERE oid = to_regclass(?)", table).Row().Scan(&n); err != nil {
+		return 0, false, err
+	}
+	if n == nil || *n < 0 {
+		return 0, false, nil
+	}
+	return int64(*n), true, nil
+}
+
 // GormTable lower-cases name: PostgreSQL folds an unquoted name to
 // lower case (OrderEvents is the table orderevents), a quoted one not.
 func (Driver) GormTable(name string) string { return strings.ToLower(name) }

@@ -89,6 +89,10 @@ func (Driver) TableExists(db *gorm.DB, table string) (bool, error) {
 	return n > 0, err
 }
 
+// EstimatedRows is not ok: SQLite keeps no row estimate unless ANALYZE
+// was run: callers count.
+func (Driver) EstimatedRows(*gorm.DB, string) (int64, bool, error) { return 0, false, nil }
+
 // GormTable returns name: SQLite ignores the case of names.
 func (Driver) GormTable(name string) string { return name }
 
