@@ -345,7 +345,7 @@ type ending struct {
 	faults                       string // what was injected
 	expect                       workload.Expect
 	start, lastFault             time.Time
-	drain                        time.Duration // how long the backlog may take to drain (default 60s)
+	drain                        time.Duration // how long the backlog may go without shrinking (default 60s; 4× in all)
 	consumers                    *workload.Consumers
 }
 
