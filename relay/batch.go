@@ -86,7 +86,11 @@ func (r *Relay) claimBatch(ctx context.Context) claimed {
 // adapt sets the size of the next claims after c was claimed and its
 // delivery took took (see WithBatchSize): twice as large after a full
 // claim delivered quickly, back to the base size after a short claim, half
-// as large after a slow delivery.
+// as large after a slow delivery. A claim whose partition keys number more
+// than half of it (runs of one event: the backlog is spread over many keys)
+// does not grow it: a claim takes one head per key, so a larger one would
+// hold every key's head at once and leave nothing for the claim made ahead
+// while it is delivered.
 func (r *Relay) adapt(c claimed, took time.Duration) {
 	base, most := r.cfg.batchSize, r.cfg.maxBatchSize
 	if base == most || c.err != nil {
@@ -98,10 +102,24 @@ func (r *Relay) adapt(c claimed, took time.Duration) {
 		next = base
 	case took > r.cfg.lease/8:
 		next = max(base, c.limit/2)
+	case distinctKeys(c.rows) > c.limit/2:
+		next = max(base, c.limit/2)
 	default:
 		next = min(most, 2*c.limit)
 	}
 	r.size.Store(int64(next))
+}
+
+// distinctKeys counts the partition keys of rows (events without a key
+// not counted).
+func distinctKeys(rows []outbox.OutboxEvent) int {
+	seen := make(map[string]struct{}, 16)
+	for i := range rows {
+		if k := rows[i].PartitionKey; k != "" {
+			seen[k] = struct{}{}
+		}
+	}
+	return len(seen)
 }
 
 // deliverBatch delivers a claimed batch and reports whether the publisher

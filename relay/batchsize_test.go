@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,19 @@ func TestBatchSizeGrowsWithTheBacklog(t *testing.T) {
 		}
 		if first := pub.sizes[0]; first != relay.DefaultBatchSize {
 			t.Errorf("first batch %d, want %d", first, relay.DefaultBatchSize)
+		}
+
+		// A backlog spread over as many keys as events: a claim takes one
+		// head per key, and does not grow (it would hold every key at once).
+		emitN(t, db, 1500, func(i int) outbox.Event {
+			e := event(2*n + i)
+			e.PartitionKey = fmt.Sprint("k-", i)
+			return e
+		})
+		spread := &sizesPub{}
+		runRelays(t, db, 1, spread, 2*time.Minute, func() bool { return spread.n.Load() >= 1500 })
+		if most := spread.largest(); most > relay.DefaultBatchSize {
+			t.Errorf("largest batch %d over 1500 keys, want at most %d (sizes %v)", most, relay.DefaultBatchSize, spread.sizes)
 		}
 
 		emitN(t, db, 600, func(i int) outbox.Event { return event(n + i) })
