@@ -59,28 +59,7 @@ func exerciseStatements(t *testing.T, drv sqldriver.Driver, setup func(*testing.
 	// LazyCommit is "" or a condition that is true, in a WHERE clause of
 	// an UPDATE, of a SELECT and of a claim, inside and outside a
 	// transaction, and changes nothing else.
-	t.Run("LazyCommit", func(t *testing.T) {
-		db := setup(t)
-		cond := drv.LazyCommit()
-		if cond == "" {
-			t.Skip("the dialect commits every transaction alike")
-		}
-		insert(t, drv, db, false, event("a", "", nil))
-		var n int
-		must(t, db.Raw("SELECT COUNT(*) FROM "+Table+" WHERE "+cond).Scan(&n).Error)
-		res := db.Exec("UPDATE " + Table + " SET attempts = attempts + 1 WHERE event_id = 'a' AND " + cond)
-		if n != 1 || res.Error != nil || res.RowsAffected != 1 {
-			t.Fatalf("SELECT counted %d rows, UPDATE %d rows (%v); want 1 and 1", n, res.RowsAffected, res.Error)
-		}
-		must(t, db.Transaction(func(tx *gorm.DB) error {
-			return tx.Exec("UPDATE " + Table + " SET attempts = attempts + 1 WHERE event_id = 'a' AND " + cond).Error
-		}))
-		got, err := drv.Claim(t.Context(), db, sqldriver.ClaimParams{Table: Table, Worker: "w", Limit: 10, Lease: time.Minute, LazyCommit: true})
-		must(t, err)
-		if len(got) != 1 || got[0].Attempts != 3 {
-			t.Fatalf("lazy claim returned %+v, want event a with 3 attempts", got)
-		}
-	})
+	t.Run("LazyCommit", func(t *testing.T) { lazyCommitCase(t, drv, setup) })
 }
 
 func exerciseSchema(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *gorm.DB) {
@@ -143,4 +122,28 @@ func exerciseSchema(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *
 			t.Errorf("EstimatedRows not ok on PostgreSQL after ANALYZE")
 		}
 	})
+}
+
+// lazyCommitCase is exerciseStatements' LazyCommit case.
+func lazyCommitCase(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *gorm.DB) {
+	db := setup(t)
+	cond := drv.LazyCommit()
+	if cond == "" {
+		t.Skip("the dialect commits every transaction alike")
+	}
+	insert(t, drv, db, false, event("a", "", nil))
+	var n int
+	must(t, db.Raw("SELECT COUNT(*) FROM "+Table+" WHERE "+cond).Scan(&n).Error)
+	res := db.Exec("UPDATE " + Table + " SET attempts = attempts + 1 WHERE event_id = 'a' AND " + cond)
+	if n != 1 || res.Error != nil || res.RowsAffected != 1 {
+		t.Fatalf("SELECT counted %d rows, UPDATE %d rows (%v); want 1 and 1", n, res.RowsAffected, res.Error)
+	}
+	must(t, db.Transaction(func(tx *gorm.DB) error {
+		return tx.Exec("UPDATE " + Table + " SET attempts = attempts + 1 WHERE event_id = 'a' AND " + cond).Error
+	}))
+	got, err := drv.Claim(t.Context(), db, sqldriver.ClaimParams{Table: Table, Worker: "w", Limit: 10, Lease: time.Minute, LazyCommit: true})
+	must(t, err)
+	if len(got) != 1 || got[0].Attempts != 3 {
+		t.Fatalf("lazy claim returned %+v, want event a with 3 attempts", got)
+	}
 }
