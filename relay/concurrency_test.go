@@ -58,12 +58,15 @@ func TestManyRelaysDeliverEveryEventOnce(t *testing.T) {
 		if got := countStatus(t, db, outbox.StatusPublished); got != int64(n) {
 			t.Errorf("%d published rows, want %d", got, n)
 		}
-		// Each event was claimed exactly once: no claim overlapped another.
-		var multi int64
-		must(t, db.Model(&outbox.OutboxEvent{}).Where("claim_version <> 1 OR attempts <> 1").Count(&multi).Error)
-		if multi != 0 {
-			t.Errorf("%d events were claimed more than once", multi)
+		// Each event spent one attempt: no claim overlapped another and no
+		// lease expired. A batch claimed ahead and handed back undelivered
+		// (it waited past half its lease behind a slow one, as on a loaded
+		// machine) is claimed again without spending one.
+		spent, released := claimCounts(t, db)
+		if spent != 0 {
+			t.Errorf("%d events spent more than one attempt", spent)
 		}
+		t.Logf("%d events handed back undelivered and claimed again", released)
 		if tracker.starts != n {
 			t.Errorf("%d deliveries for %d events", tracker.starts, n)
 		}
