@@ -132,14 +132,9 @@ func (r *Relay) fenceClause(b *dialect.Builder, outs []outcome, f fence) {
 		if i > 0 {
 			b.Add(" OR ")
 		}
-		b.Add("(claim_version = ? AND id IN (", v)
-		for j, id := range byVersion[v] {
-			if j > 0 {
-				b.Add(", ")
-			}
-			b.Add("?", id)
-		}
-		b.Add("))")
+		b.Add("(claim_version = ? AND ", v)
+		b.IDList("id", byVersion[v])
+		b.Add(")")
 	}
 	b.Add(") AND status = 'publishing'")
 	switch f {

@@ -13,7 +13,7 @@ import (
 // the delivery of the current one. When the table is idle it waits on the
 // listener, from 50ms doubling to the poll interval; database errors and
 // an unavailable publisher back it off (backoffStep). Between batches it
-// runs the rescuer and the janitor when they are due.
+// runs the rescuer when it is due (and the janitor, on SQLite).
 type fetcher struct {
 	r         *Relay
 	completer completer
@@ -31,9 +31,9 @@ type fetcher struct {
 	unavailable int           // consecutive batches the publisher was unavailable for
 }
 
-func newFetcher(r *Relay, c completer, l *listener, totals *counters) *fetcher {
+func newFetcher(r *Relay, c completer, l *listener, j *janitor, totals *counters) *fetcher {
 	return &fetcher{r: r, completer: c, listener: l, totals: totals,
-		rescuer: newRescuer(r, totals), janitor: newJanitor(r), idle: r.cfg.pollInterval}
+		rescuer: newRescuer(r, totals), janitor: j, idle: r.cfg.pollInterval}
 }
 
 // run fetches and delivers until ctx ends, then releases the batch claimed

@@ -23,13 +23,15 @@ func (r *Relay) Start(ctx context.Context) error {
 	// Start composes the relay's services, each in its own file: the
 	// listener (wake-ups on commit), the heartbeater, the completer
 	// (recording outcomes, overlapped with the next batch where the
-	// database takes concurrent writers), and the fetcher, which runs in
-	// this goroutine and runs the rescuer and the janitor between batches.
+	// database takes concurrent writers), the janitor (retention, in a
+	// goroutine of its own where the database takes concurrent writers),
+	// and the fetcher, which runs in this goroutine and runs the rescuer
+	// (and on SQLite the janitor) between batches.
 	// With WithSingleActive, the single-active service holds the table's
 	// lock and the fetcher claims only while it is active.
 	// They stop in this order: the fetcher (ctx), the completer (the batch
-	// in hand recorded), the single-active service (the lock released),
-	// then the heartbeater and the listener.
+	// in hand recorded), the janitor, the single-active service (the lock
+	// released), then the heartbeater and the listener.
 	if err := r.acquire(); err != nil {
 		return err
 	}
@@ -61,11 +63,14 @@ func (r *Relay) Start(ctx context.Context) error {
 	comp := newCompleter(r, totals)
 	comp.start(lctx, &wg)
 
-	fetch := newFetcher(r, comp, listen, totals)
+	jan := newJanitor(r, single.active)
+	jan.start(lctx, &wg)
+	fetch := newFetcher(r, comp, listen, jan, totals)
 	fetch.single = single
 	fetch.run(ctx)
 
 	comp.stop()
+	jan.stop()
 	single.stop()
 	cancel()
 	beat.stop()

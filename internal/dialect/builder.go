@@ -34,6 +34,13 @@ func (b *Builder) NowPlus(d time.Duration) {
 	b.Add(s, a...)
 }
 
+// IDList appends "col is one of ids" in the dialect's form (see
+// sqldriver.Statements.IDList).
+func (b *Builder) IDList(col string, ids []int64) {
+	s, a := b.kind.Driver().IDList(col, ids)
+	b.Add(s, a...)
+}
+
 // SQL returns the text built so far.
 func (b *Builder) SQL() string { return b.sb.String() }
 

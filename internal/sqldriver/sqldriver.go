@@ -121,6 +121,12 @@ type Statements interface {
 	// bookkeeping (claims, completions), which a database crash may undo
 	// at the price of a redelivery, never of an event.
 	LazyCommit() string
+	// IDList returns the condition "col is one of ids" and its arguments,
+	// for one or more ids. Where the database takes an array parameter
+	// (PostgreSQL), the text is the same whatever the number of ids, so
+	// that a prepared statement serves every batch size; elsewhere it is
+	// col IN (?, …).
+	IDList(col string, ids []int64) (string, []any)
 }
 
 // ErrNoParseTime is returned by Schema.CheckConn for a MySQL connection

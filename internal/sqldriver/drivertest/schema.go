@@ -60,6 +60,37 @@ func exerciseStatements(t *testing.T, drv sqldriver.Driver, setup func(*testing.
 	// an UPDATE, of a SELECT and of a claim, inside and outside a
 	// transaction, and changes nothing else.
 	t.Run("LazyCommit", func(t *testing.T) { lazyCommitCase(t, drv, setup) })
+	// IDList matches exactly the rows whose column holds one of the ids:
+	// one id, several, and ids that match no row among them.
+	t.Run("IDList", func(t *testing.T) { idListCase(t, drv, setup) })
+}
+
+// idListCase is exerciseStatements' IDList case.
+func idListCase(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *gorm.DB) {
+	db := setup(t)
+	for i := range 30 {
+		insert(t, drv, db, false, event(fmt.Sprintf("e%02d", i), "", nil))
+	}
+	var all []int64
+	must(t, db.Raw("SELECT id FROM "+Table+" ORDER BY id").Scan(&all).Error)
+	for _, ids := range [][]int64{all[:1], {all[3], all[7], all[29]}, append(all[10:20:20], -1, 1<<40)} {
+		cond, args := drv.IDList("id", ids)
+		var got []int64
+		must(t, db.Raw("SELECT id FROM "+Table+" WHERE "+cond+" ORDER BY id", args...).Scan(&got).Error)
+		want := []int64{}
+		for _, id := range ids {
+			if id > 0 && id < 1<<40 {
+				want = append(want, id)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("IDList(%v) matched %v, want %v", ids, got, want)
+		}
+		res := db.Exec("UPDATE "+Table+" SET attempts = attempts + 1 WHERE "+cond, args...)
+		if res.Error != nil || res.RowsAffected != int64(len(want)) {
+			t.Errorf("UPDATE … WHERE IDList(%v): %v, %d rows, want %d", ids, res.Error, res.RowsAffected, len(want))
+		}
+	}
 }
 
 func exerciseSchema(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *gorm.DB) {

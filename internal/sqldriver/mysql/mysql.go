@@ -77,6 +77,9 @@ func (Driver) InsertIgnoreCounted() bool { return false }
 // LazyCommit is "": InnoDB's flush at commit is a global setting.
 func (Driver) LazyCommit() string { return "" }
 
+// IDList is col IN (?, …).
+func (Driver) IDList(col string, ids []int64) (string, []any) { return sqldriver.InList(col, ids) }
+
 // Upsert is ON DUPLICATE KEY UPDATE c = VALUES(c), ….
 func (Driver) Upsert(_ string, cols ...string) string {
 	set := make([]string, len(cols))

@@ -63,6 +63,12 @@ func (Driver) LazyCommit() string {
 	return "(SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL"
 }
 
+// IDList is col = ANY(CAST(? AS bigint[])), with the ids as one array
+// literal: one statement text for any number of ids.
+func (Driver) IDList(col string, ids []int64) (string, []any) {
+	return col + " = ANY(CAST(? AS bigint[]))", []any{sqldriver.ArrayLiteral(ids)}
+}
+
 // Upsert is ON CONFLICT (key) DO UPDATE SET c = excluded.c, ….
 func (Driver) Upsert(key string, cols ...string) string {
 	set := make([]string, len(cols))

@@ -66,6 +66,9 @@ func (Driver) InsertIgnoreCounted() bool { return true }
 // LazyCommit is "": SQLite's synchronous is a connection setting.
 func (Driver) LazyCommit() string { return "" }
 
+// IDList is col IN (?, …).
+func (Driver) IDList(col string, ids []int64) (string, []any) { return sqldriver.InList(col, ids) }
+
 // Upsert is ON CONFLICT (key) DO UPDATE SET c = excluded.c, ….
 func (Driver) Upsert(key string, cols ...string) string {
 	s := " ON CONFLICT (" + key + ") DO UPDATE SET "
