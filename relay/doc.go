@@ -155,8 +155,9 @@
 // that finds nothing while the relay's previous batch is still being
 // recorded (its keys stay publishing until then) waits for that and claims
 // again. When the table is idle it polls, from 50ms doubling to WithPollInterval. On
-// PostgreSQL it also LISTENs on a channel named after the table, NOTIFYed
-// by a trigger when a transaction that inserted events commits, so that an
+// PostgreSQL it also LISTENs on a channel named after the table, which the
+// INSERT that writes events NOTIFYs (delivered when its transaction
+// commits), so that an
 // idle relay (polling every 5s) delivers within milliseconds of a commit.
 // LISTEN holds a connection for good: the relay opens one of its own from
 // the dialector's DSN, outside the *gorm.DB pool (see the README on pool

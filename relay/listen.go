@@ -18,8 +18,8 @@ import (
 func (d *postgresDriver) returning() bool         { return true }
 func (d *postgresDriver) concurrentWriters() bool { return true }
 
-// wakeups LISTENs on the table's channel (the migration's trigger NOTIFYs
-// it when a transaction that inserted events commits) on a connection of
+// wakeups LISTENs on the table's channel (the INSERT that writes events
+// NOTIFYs it, delivered when its transaction commits) on a connection of
 // its own, outside db's pool, opened from the dialector's DSN: LISTEN holds
 // its connection for good, and a pool of one connection would otherwise
 // deadlock the relay. Without a DSN (a dialector given an open pool), or
@@ -119,7 +119,7 @@ func (d *postgresDriver) listen(ctx context.Context, dsn string, db *sql.DB, wak
 }
 
 // listenOn LISTENs on conn until it fails or ctx ends. The channel is the
-// table's name as written, which is what the trigger's pg_notify and
+// table's name as written, which is what the writer's pg_notify and
 // notify send (quoted, so that a mixed-case name is not folded).
 func (d *postgresDriver) listenOn(ctx context.Context, conn *pgx.Conn, wake func()) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.table}.Sanitize()); err != nil {

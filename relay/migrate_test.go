@@ -88,8 +88,9 @@ func claimIndexDefinition(t *testing.T, db *gorm.DB) string {
 	return strings.Join(def, ", ")
 }
 
-// Migration 0006 (indexes of published and dead events; PostgreSQL drops
-// the aggregate index) applied by outbox.Migrate to a table made by the
+// Migrations 0006 (indexes of published and dead events; PostgreSQL drops
+// the aggregate index) and 0008 (PostgreSQL drops the NOTIFY trigger: the
+// INSERT notifies) applied by outbox.Migrate to a table made by the
 // earlier migrations that already holds events in every state: the rows
 // are kept, retention deletes the old published ones through the new
 // index, and a relay delivers what is left.
@@ -116,10 +117,21 @@ func TestLeanIndexMigrationOnATableWithRows(t *testing.T) {
 		if after := statusCounts(t, db); after != before {
 			t.Fatalf("rows per status %v before the migration, %v after", before, after)
 		}
-		var applied int64
-		must(t, db.Table(sqlmigrate.VersionTable).Where("name = ?", "0006_outbox_lean_indexes").Count(&applied).Error)
-		if applied != 1 {
-			t.Errorf("0006 recorded %d times", applied)
+		for _, name := range []string{"0006_outbox_lean_indexes", "0008_outbox_notify_inline"} {
+			var applied int64
+			must(t, db.Table(sqlmigrate.VersionTable).Where("name = ?", name).Count(&applied).Error)
+			if applied != 1 {
+				t.Errorf("%s recorded %d times", name, applied)
+			}
+		}
+		if db.Dialector.Name() == "postgres" {
+			// 0008: the INSERT notifies; the trigger and its function are gone.
+			var left []string
+			must(t, db.Raw(`SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = current_schema()
+				UNION ALL SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = current_schema()`).Scan(&left).Error)
+			if len(left) != 0 {
+				t.Errorf("triggers and functions left after 0008: %v", left)
+			}
 		}
 		must(t, outbox.Migrate(db)) // recorded: not applied again
 

@@ -18,7 +18,7 @@ import (
 
 // A mixed-case table name works throughout: the relay delivers, and on
 // PostgreSQL (where the migration's unquoted name folds to lower case) it
-// refreshes the table's statistics and is woken by the trigger's NOTIFY.
+// refreshes the table's statistics and is woken by the writer's NOTIFY.
 func TestMixedCaseTableName(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, db *gorm.DB) {
 		must(t, db.Use(&outbox.Plugin{TableName: "OrderEvents", AutoMigrate: true}))

@@ -201,7 +201,9 @@ type FindEventsParams struct {
 // Writer is the write path's SQL.
 type Writer interface {
 	// InsertEvents inserts p.Rows in one statement through tx and returns
-	// the affected-row count.
+	// the affected-row count. Where the database can wake relays
+	// (Claimer.Listens), the statement also does, once the transaction
+	// commits.
 	InsertEvents(tx *gorm.DB, p InsertEventsParams) (int64, error)
 	// InsertCountsRows reports whether InsertEvents's count is the number
 	// of rows inserted, skipped duplicates not counted.

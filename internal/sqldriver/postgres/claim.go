@@ -33,8 +33,8 @@ func (Driver) Returning() bool { return true }
 // ConcurrentWriters is true.
 func (Driver) ConcurrentWriters() bool { return true }
 
-// Listens is true: the migration's trigger NOTIFYs the table's channel
-// when a transaction that inserted events commits.
+// Listens is true: InsertEvents NOTIFYs the table's channel, delivered
+// when the transaction that inserted the events commits.
 func (Driver) Listens() bool { return true }
 
 // claimSQL is the claim on PostgreSQL. The walk over the keys is a

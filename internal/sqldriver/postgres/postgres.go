@@ -3,6 +3,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -112,9 +113,27 @@ func (Driver) OutboxTables(table string) []string { return []string{table, table
 var insert = sqldriver.EventInsert{Clock: Driver{}, Conflict: Driver{}.InsertIgnore("event_id")}
 
 // InsertEvents inserts the rows in one statement, available_at DEFAULT
-// (now()) where the row has none.
+// (now()) where the row has none, and in the same statement NOTIFYs the
+// table's channel (its name as written), which PostgreSQL delivers to the
+// listening relays when the transaction commits, and never if it rolls
+// back. The statement wakes the relays itself rather than a trigger: a
+// trigger's PL/pgSQL call cost each writing transaction 20-40 µs more
+// (migration 0008 drops it).
 func (Driver) InsertEvents(tx *gorm.DB, p sqldriver.InsertEventsParams) (int64, error) {
-	return insert.Exec(tx, p)
+	q, args := insert.Build(p)
+	// Rows, not Scan: Scan logs through a recorder that would bypass the
+	// write path's logger, which redacts payloads and headers.
+	rows, err := tx.Raw("WITH i AS ("+q+" RETURNING 1) SELECT count(*) FROM i, (SELECT pg_notify(?, '')) n",
+		append(args, p.Table)...).Rows()
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int64
+	if rows.Next() {
+		err = rows.Scan(&n)
+	}
+	return n, errors.Join(err, rows.Err())
 }
 
 // InsertCountsRows is true: ON CONFLICT DO NOTHING counts inserted rows.

@@ -1,0 +1,2 @@
+-- gorm-outbox: nothing to do on this database (PostgreSQL's writers wake the
+-- relays in their INSERT instead of a trigger; this database's relays poll).
