@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
 )
@@ -66,11 +67,13 @@ func (r *Relay) claimBatch(ctx context.Context) claimed {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.lease)
 	defer cancel()
 	limit := int(r.size.Load())
-	rows, err := r.drv.claim(cctx, r.db, r.cfg.workerID, limit, r.cfg.lease)
+	db := r.claimDB(cctx)
+	rows, err := r.drv.claim(cctx, db, r.cfg.workerID, limit, r.cfg.lease)
 	if err == nil && len(rows) == 0 && r.held.wait(ctx, heldWait) {
-		rows, err = r.drv.claim(cctx, r.db, r.cfg.workerID, limit, r.cfg.lease)
+		rows, err = r.drv.claim(cctx, db, r.cfg.workerID, limit, r.cfg.lease)
 	}
 	if err != nil {
+		r.claimConn.Load().failed()
 		return claimed{err: fmt.Errorf("relay: claiming events: %w", err)}
 	}
 	if len(rows) > 0 {
@@ -81,6 +84,15 @@ func (r *Relay) claimBatch(ctx context.Context) claimed {
 		r.maybeAnalyze(ctx)
 	}
 	return claimed{rows: rows, start: start, limit: limit}
+}
+
+// claimDB returns the session a claim runs on: the connection kept for
+// claims while Start runs (claimConn), else the pool.
+func (r *Relay) claimDB(ctx context.Context) *gorm.DB {
+	if db := r.claimConn.Load().get(ctx); db != nil {
+		return db.WithContext(ctx)
+	}
+	return r.db
 }
 
 // adapt sets the size of the next claims after c was claimed and its

@@ -38,6 +38,10 @@ type driver interface {
 	// concurrentWriters reports whether a batch's completion can run while
 	// the next batch is claimed (SQLite has a single writer).
 	concurrentWriters() bool
+	// keepsClaimConn reports whether a running relay keeps one connection
+	// for its claims (see claimConn): where a connection caches the
+	// claim's plan after parsing and planning it at a cost.
+	keepsClaimConn() bool
 }
 
 // newDriver returns the relay's driver of the table on a database of
@@ -174,6 +178,8 @@ type postgresDriver struct {
 type pollingDriver struct {
 	*claimer
 }
+
+func (d *pollingDriver) keepsClaimConn() bool { return false }
 
 func (d *pollingDriver) wakeups(context.Context, *gorm.DB, *slog.Logger) <-chan struct{} { return nil }
 func (d *pollingDriver) notify(*gorm.DB)                                                 {}

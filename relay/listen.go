@@ -17,6 +17,7 @@ import (
 
 func (d *postgresDriver) returning() bool         { return true }
 func (d *postgresDriver) concurrentWriters() bool { return true }
+func (d *postgresDriver) keepsClaimConn() bool    { return true }
 
 // wakeups LISTENs on the table's channel (the INSERT that writes events
 // NOTIFYs it, delivered when its transaction commits) on a connection of

@@ -130,11 +130,12 @@ type Relay struct {
 	background   sync.WaitGroup // goroutines Start and RunOnce wait for
 	held         heldBatches    // claimed batches not completed yet
 	analyzing    atomic.Bool
-	lastAnalyze  atomic.Int64  // unix nanoseconds
-	analyzeError atomic.Bool   // ANALYZE was refused once: stop trying
-	late         lateOutcomes  // outcomes known but not recorded within their lease
-	attempts     *attemptTable // the attempt log table, whether this relay writes it or not
-	size         atomic.Int64  // the next claim's size (see WithBatchSize)
+	lastAnalyze  atomic.Int64              // unix nanoseconds
+	analyzeError atomic.Bool               // ANALYZE was refused once: stop trying
+	late         lateOutcomes              // outcomes known but not recorded within their lease
+	attempts     *attemptTable             // the attempt log table, whether this relay writes it or not
+	size         atomic.Int64              // the next claim's size (see WithBatchSize)
+	claimConn    atomic.Pointer[claimConn] // while Start runs, where the database caches plans per connection
 }
 
 // New returns a Relay that delivers the events of db's outbox table (the

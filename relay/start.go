@@ -67,7 +67,11 @@ func (r *Relay) Start(ctx context.Context) error {
 	jan.start(lctx, &wg)
 	fetch := newFetcher(r, comp, listen, jan, totals)
 	fetch.single = single
+	cc := newClaimConn(r)
+	r.claimConn.Store(cc)
 	fetch.run(ctx)
+	r.claimConn.Store(nil)
+	cc.close()
 
 	comp.stop()
 	jan.stop()

@@ -1,0 +1,60 @@
+package relay_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/testenv"
+	"github.com/gormoutbox/outbox/relay"
+)
+
+// On PostgreSQL a running relay keeps one connection for its claims. When
+// that connection dies (here terminated by the server), the next claim
+// fails, the relay takes another connection, and events keep flowing; once
+// Start returns, the connection is back in the pool.
+func TestClaimConnectionIsReplacedWhenItDies(t *testing.T) {
+	db := testenv.Open(t, testenv.Postgres)
+	must(t, db.Use(&outbox.Plugin{AutoMigrate: true}))
+	rec := newRecorder()
+	r := newRelay(t, db, rec, relay.WithPollInterval(20*time.Millisecond), relay.WithListen(false))
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- r.Start(ctx) }()
+	waitDelivered := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for rec.delivered() < n && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := rec.delivered(); got < n {
+			t.Fatalf("%d deliveries, want %d", got, n)
+		}
+	}
+	emitN(t, db, 1, event)
+	waitDelivered(1)
+
+	// The claim connection is the idle one whose last statement was the
+	// claim (the pool's other connections ran other statements last).
+	var killed []bool
+	deadline := time.Now().Add(5 * time.Second)
+	for len(killed) == 0 && time.Now().Before(deadline) {
+		must(t, db.Raw(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle' AND query LIKE 'WITH RECURSIVE%'`).Scan(&killed).Error)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(killed) != 1 {
+		t.Fatalf("terminated %d claim connections, want 1", len(killed))
+	}
+	emitN(t, db, 3, func(i int) outbox.Event { return event(i + 1) })
+	waitDelivered(4)
+
+	cancel()
+	must(t, <-errc)
+	sqlDB, err := db.DB()
+	must(t, err)
+	if inUse := sqlDB.Stats().InUse; inUse != 0 {
+		t.Errorf("%d connections still in use after Start returned, want 0", inUse)
+	}
+}
