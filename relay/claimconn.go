@@ -19,31 +19,39 @@ const claimConnAge = time.Minute
 // counts as large enough.
 const claimConnMinPool = 6
 
+// claimConnTimeout bounds the statements that set a claim connection up
+// and reset it.
+const claimConnTimeout = 5 * time.Second
+
 // claimConn keeps one connection of the pool for a running relay's claims
 // (on PostgreSQL, where the pool is unlimited or allows at least
-// claimConnMinPool connections). The claim is a large statement: a connection that has not
-// run it yet parses it and plans it five times before PostgreSQL caches
-// its plan, milliseconds each. Left to the pool, a relay's claims land on
-// every connection in turn (the pool hands out the connection used last,
-// and the application's transactions, the completions and the heartbeats
-// share it), so that after a relay starts, or the pool replaces its
-// connections, claims are slow for a while. Claims never overlap within a
-// relay (the claim ahead is awaited before the next), so one connection
-// serves them all. It is given up after any failed claim (the next claim
-// takes a fresh one) and after claimConnAge.
+// claimConnMinPool connections), set up by driver.claimConnSQL. The claim
+// is a large statement: a connection that has not run it yet parses it
+// and plans it, milliseconds each time, before PostgreSQL caches its plan.
+// Left to the pool, a relay's claims land on every connection in turn
+// (the pool hands out the connection used last, and the application's
+// transactions, the completions and the heartbeats share it), so that
+// after a relay starts, or the pool replaces its connections, claims are
+// slow for a while. Claims never overlap within a relay (the claim ahead
+// is awaited before the next), so one connection serves them all. It is
+// given up after any failed claim (the next claim takes a fresh one) and
+// after claimConnAge, reset before it goes back to the pool (or closed if
+// the reset fails).
 type claimConn struct {
-	r     *Relay
-	pool  *sql.DB
-	mu    sync.Mutex
-	conn  *sql.Conn
-	db    *gorm.DB
-	since time.Time
+	r            *Relay
+	pool         *sql.DB
+	setup, reset string
+	mu           sync.Mutex
+	conn         *sql.Conn
+	db           *gorm.DB
+	since        time.Time
 }
 
 // newClaimConn returns the claim connection of a Start, or nil where
 // claims take any connection of the pool.
 func newClaimConn(r *Relay) *claimConn {
-	if !r.drv.keepsClaimConn() {
+	setup, reset := r.drv.claimConnSQL()
+	if setup == "" {
 		return nil
 	}
 	pool, err := r.db.DB()
@@ -53,12 +61,12 @@ func newClaimConn(r *Relay) *claimConn {
 	if limit := pool.Stats().MaxOpenConnections; limit > 0 && limit < claimConnMinPool {
 		return nil // holding one would leave the rest of the relay and its handlers too few
 	}
-	return &claimConn{r: r, pool: pool}
+	return &claimConn{r: r, pool: pool, setup: setup, reset: reset}
 }
 
 // get returns the session claims run on: the kept connection, taken from
-// the pool if there is none (or it is old), or the pool itself if taking
-// one fails.
+// the pool and set up if there is none (or it is old), or nil (the pool)
+// if that fails.
 func (c *claimConn) get(ctx context.Context) *gorm.DB {
 	if c == nil {
 		return nil
@@ -73,7 +81,17 @@ func (c *claimConn) get(ctx context.Context) *gorm.DB {
 		if err != nil {
 			return nil
 		}
-		db := c.r.db.Session(&gorm.Session{NewDB: true, Context: ctx})
+		sctx, cancel := context.WithTimeout(ctx, claimConnTimeout)
+		_, err = conn.ExecContext(sctx, c.setup)
+		cancel()
+		if err != nil {
+			discard(conn)
+			return nil
+		}
+		// A Session given a Context has a Statement of its own: setting
+		// its ConnPool must not reach r.db's, which may be the
+		// application's own *gorm.DB.
+		db := c.r.db.Session(&gorm.Session{NewDB: true, Context: context.Background()})
 		db.Statement.ConnPool = conn
 		c.conn, c.db, c.since = conn, db, time.Now()
 	}
@@ -93,8 +111,19 @@ func (c *claimConn) failed() {
 // close hands the connection back to the pool.
 func (c *claimConn) close() { c.failed() }
 
+// closeLocked resets the connection and hands it back to the pool, or
+// closes it if the reset fails: its setup must not reach the pool's other
+// users.
 func (c *claimConn) closeLocked() {
-	if c.conn != nil {
+	if c.conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), claimConnTimeout)
+	_, err := c.conn.ExecContext(ctx, c.reset)
+	cancel()
+	if err != nil {
+		discard(c.conn)
+	} else {
 		_ = c.conn.Close()
 	}
 	c.conn, c.db = nil, nil

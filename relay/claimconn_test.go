@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
@@ -10,10 +11,11 @@ import (
 	"github.com/gormoutbox/outbox/relay"
 )
 
-// On PostgreSQL a running relay keeps one connection for its claims. When
-// that connection dies (here terminated by the server), the next claim
-// fails, the relay takes another connection, and events keep flowing; once
-// Start returns, the connection is back in the pool.
+// On PostgreSQL a running relay keeps one connection for its claims, out
+// of the pool's rotation (the test's own statements never land on it).
+// When that connection dies (here terminated by the server), the next
+// claim fails, the relay takes another connection, and events keep
+// flowing; once Start returns, the connection is back in the pool.
 func TestClaimConnectionIsReplacedWhenItDies(t *testing.T) {
 	db := testenv.Open(t, testenv.Postgres)
 	must(t, db.Use(&outbox.Plugin{AutoMigrate: true}))
@@ -56,5 +58,20 @@ func TestClaimConnectionIsReplacedWhenItDies(t *testing.T) {
 	must(t, err)
 	if inUse := sqlDB.Stats().InUse; inUse != 0 {
 		t.Errorf("%d connections still in use after Start returned, want 0", inUse)
+	}
+	// The claim connection's setting (a generic plan at once) was reset
+	// before it went back: every idle connection has the default.
+	conns := make([]*sql.Conn, sqlDB.Stats().Idle)
+	for i := range conns {
+		conns[i], err = sqlDB.Conn(t.Context())
+		must(t, err)
+		var mode string
+		must(t, conns[i].QueryRowContext(t.Context(), "SHOW plan_cache_mode").Scan(&mode))
+		if mode != "auto" {
+			t.Errorf("a pooled connection has plan_cache_mode %q, want auto", mode)
+		}
+	}
+	for _, c := range conns {
+		must(t, c.Close())
 	}
 }

@@ -38,10 +38,11 @@ type driver interface {
 	// concurrentWriters reports whether a batch's completion can run while
 	// the next batch is claimed (SQLite has a single writer).
 	concurrentWriters() bool
-	// keepsClaimConn reports whether a running relay keeps one connection
-	// for its claims (see claimConn): where a connection caches the
-	// claim's plan after parsing and planning it at a cost.
-	keepsClaimConn() bool
+	// claimConnSQL returns the statements that set up the connection a
+	// running relay keeps for its claims, and undo that before it goes
+	// back to the pool (see claimConn); "", "" where the relay keeps none
+	// (a connection does not cache the claim's plan).
+	claimConnSQL() (setup, reset string)
 }
 
 // newDriver returns the relay's driver of the table on a database of
@@ -179,7 +180,7 @@ type pollingDriver struct {
 	*claimer
 }
 
-func (d *pollingDriver) keepsClaimConn() bool { return false }
+func (d *pollingDriver) claimConnSQL() (string, string) { return "", "" }
 
 func (d *pollingDriver) wakeups(context.Context, *gorm.DB, *slog.Logger) <-chan struct{} { return nil }
 func (d *pollingDriver) notify(*gorm.DB)                                                 {}

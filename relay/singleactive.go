@@ -196,7 +196,7 @@ func (s *singleActive) setActive(on bool) {
 }
 
 // discard closes conn's session rather than returning it to the pool, so
-// that a lock it may hold is released with it.
+// that a lock it may hold, or a setting it was given, goes with it.
 func discard(conn *sql.Conn) {
 	_ = conn.Raw(func(any) error { return sqldrv.ErrBadConn })
 	_ = conn.Close()
