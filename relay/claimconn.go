@@ -51,7 +51,9 @@ type claimConn struct {
 // claims take any connection of the pool.
 func newClaimConn(r *Relay) *claimConn {
 	setup, reset := r.drv.claimConnSQL()
-	if setup == "" {
+	if setup == "" || !r.cfg.listen {
+		// WithListen(false) is the setting for a transaction-pooling
+		// PgBouncer, where a session setting would reach other clients.
 		return nil
 	}
 	pool, err := r.db.DB()

@@ -20,7 +20,7 @@ func TestClaimConnectionIsReplacedWhenItDies(t *testing.T) {
 	db := testenv.Open(t, testenv.Postgres)
 	must(t, db.Use(&outbox.Plugin{AutoMigrate: true}))
 	rec := newRecorder()
-	r := newRelay(t, db, rec, relay.WithPollInterval(20*time.Millisecond), relay.WithListen(false))
+	r := newRelay(t, db, rec, relay.WithPollInterval(20*time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- r.Start(ctx) }()
