@@ -4,6 +4,7 @@ package main
 
 import (
 	sqlite "github.com/ncruces/go-sqlite3/gormlite"
+	_ "github.com/ncruces/go-sqlite3/vfs/memdb" // shared in-memory databases (sqlitedsn.PureGo)
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox/internal/sqlitedsn"

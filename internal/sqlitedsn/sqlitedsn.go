@@ -38,8 +38,13 @@ const DefaultBusyTimeout = "5000"
 // mattn does), and with the parameters of extra added where dsn lacks them.
 // _txlock, _pragma and every other parameter are kept. The result is a
 // file: URI (the pure-Go driver reads parameters only there): "file:" is
-// put before a path that lacks it. It fails only on a query that does not
-// parse.
+// put before a path that lacks it. A shared in-memory database
+// (mode=memory&cache=shared, one database for every connection of the
+// process that names it) becomes the pure-Go driver's memdb VFS
+// (file:/name?vfs=memdb): that driver's SQLite has no shared cache, and
+// each connection would open a private, empty database. The caller imports
+// github.com/ncruces/go-sqlite3/vfs/memdb. It fails only on a query that
+// does not parse.
 func PureGo(dsn string, extra url.Values) (string, error) {
 	path, query, _ := strings.Cut(dsn, "?")
 	if !strings.HasPrefix(path, "file:") {
@@ -48,6 +53,12 @@ func PureGo(dsn string, extra url.Values) (string, error) {
 	q, err := url.ParseQuery(query)
 	if err != nil {
 		return "", err
+	}
+	if strings.EqualFold(q.Get("mode"), "memory") && strings.EqualFold(q.Get("cache"), "shared") {
+		path = "file:/" + strings.TrimLeft(strings.TrimPrefix(path, "file:"), "/")
+		delete(q, "mode")
+		delete(q, "cache")
+		q.Set("vfs", "memdb")
 	}
 	busy := "busy_timeout(" + DefaultBusyTimeout + ")"
 	var pragmas []string
