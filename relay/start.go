@@ -19,19 +19,19 @@ import (
 // than the retention.
 //
 // Start returns an error only if the relay is already running.
+//
+// Inside, Start composes the relay's services, each in its own file: the
+// listener (wake-ups on commit), the heartbeater, the completer (recording
+// outcomes, overlapped with the next batch where the database takes
+// concurrent writers), the janitor (retention, in a goroutine of its own
+// where the database takes concurrent writers), and the fetcher, which
+// runs in Start's goroutine and runs the rescuer (and on SQLite the
+// janitor) between batches. With WithSingleActive, the single-active
+// service holds the table's lock and the fetcher claims only while it is
+// active. They stop in this order: the fetcher (ctx), the completer (the
+// batch in hand recorded), the janitor, the single-active service (the
+// lock released), then the heartbeater and the listener.
 func (r *Relay) Start(ctx context.Context) error {
-	// Start composes the relay's services, each in its own file: the
-	// listener (wake-ups on commit), the heartbeater, the completer
-	// (recording outcomes, overlapped with the next batch where the
-	// database takes concurrent writers), the janitor (retention, in a
-	// goroutine of its own where the database takes concurrent writers),
-	// and the fetcher, which runs in this goroutine and runs the rescuer
-	// (and on SQLite the janitor) between batches.
-	// With WithSingleActive, the single-active service holds the table's
-	// lock and the fetcher claims only while it is active.
-	// They stop in this order: the fetcher (ctx), the completer (the batch
-	// in hand recorded), the janitor, the single-active service (the lock
-	// released), then the heartbeater and the listener.
 	if err := r.acquire(); err != nil {
 		return err
 	}
@@ -67,11 +67,7 @@ func (r *Relay) Start(ctx context.Context) error {
 	jan.start(lctx, &wg)
 	fetch := newFetcher(r, comp, listen, jan, totals)
 	fetch.single = single
-	cc := newClaimConn(r)
-	r.claimConn.Store(cc)
-	fetch.run(ctx)
-	r.claimConn.Store(nil)
-	cc.close()
+	r.runFetcher(ctx, fetch)
 
 	comp.stop()
 	jan.stop()
@@ -99,4 +95,16 @@ func (c *counters) add(r Result) {
 	c.failed.Add(int64(r.Failed))
 	c.dead.Add(int64(r.Dead))
 	c.lost.Add(int64(r.Lost))
+}
+
+// runFetcher runs fetch until ctx ends, with the claims on a connection of
+// their own meanwhile where the driver keeps one (claimConn).
+func (r *Relay) runFetcher(ctx context.Context, fetch *fetcher) {
+	cc := newClaimConn(r)
+	r.claimConn.Store(cc)
+	defer func() {
+		r.claimConn.Store(nil)
+		cc.close()
+	}()
+	fetch.run(ctx)
 }
