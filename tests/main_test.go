@@ -229,6 +229,10 @@ func (f *fleet) checkRunning(t *testing.T) {
 // crashed by a poison event), after a short pause, until stop.
 func (f *fleet) supervise(t *testing.T) {
 	t.Helper()
+	// A test that ends early (t.Fatal before stop) must not have its relays
+	// restarted afterwards, nor be failed from here once it has ended: that
+	// panics the whole test binary and hides the test's own failure.
+	t.Cleanup(func() { f.stopping.Store(true) })
 	for _, p := range f.procs {
 		f.supervising.Go(func() {
 			for {
@@ -243,7 +247,9 @@ func (f *fleet) supervise(t *testing.T) {
 					return
 				}
 				if err := p.Start(); err != nil {
-					t.Errorf("restarting relay %s: %v", p.Name, err)
+					if !f.stopping.Load() && t.Context().Err() == nil {
+						t.Errorf("restarting relay %s: %v", p.Name, err)
+					}
 					return
 				}
 				f.started.Store(p.Name, time.Now())
