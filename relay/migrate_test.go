@@ -89,8 +89,8 @@ func claimIndexDefinition(t *testing.T, db *gorm.DB) string {
 }
 
 // Migrations 0006 (indexes of published and dead events; PostgreSQL drops
-// the aggregate index) and 0008 (PostgreSQL drops the NOTIFY trigger: the
-// INSERT notifies) applied by outbox.Migrate to a table made by the
+// the aggregate index), 0008 (PostgreSQL drops the NOTIFY trigger: the
+// INSERT notifies) and 0009 (PostgreSQL drops the CHECK on status) applied by outbox.Migrate to a table made by the
 // earlier migrations that already holds events in every state: the rows
 // are kept, retention deletes the old published ones through the new
 // index, and a relay delivers what is left.
@@ -117,7 +117,7 @@ func TestLeanIndexMigrationOnATableWithRows(t *testing.T) {
 		if after := statusCounts(t, db); after != before {
 			t.Fatalf("rows per status %v before the migration, %v after", before, after)
 		}
-		for _, name := range []string{"0006_outbox_lean_indexes", "0008_outbox_notify_inline"} {
+		for _, name := range []string{"0006_outbox_lean_indexes", "0008_outbox_notify_inline", "0009_outbox_status_check"} {
 			var applied int64
 			must(t, db.Table(sqlmigrate.VersionTable).Where("name = ?", name).Count(&applied).Error)
 			if applied != 1 {
@@ -131,6 +131,13 @@ func TestLeanIndexMigrationOnATableWithRows(t *testing.T) {
 				UNION ALL SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = current_schema()`).Scan(&left).Error)
 			if len(left) != 0 {
 				t.Errorf("triggers and functions left after 0008: %v", left)
+			}
+			// 0009: no CHECK constraint, which PostgreSQL compiles for
+			// every INSERT.
+			var checks []string
+			must(t, db.Raw(`SELECT conname FROM pg_constraint WHERE contype = 'c' AND conrelid = 'outbox_events'::regclass`).Scan(&checks).Error)
+			if len(checks) != 0 {
+				t.Errorf("CHECK constraints left after 0009: %v", checks)
 			}
 		}
 		must(t, outbox.Migrate(db)) // recorded: not applied again

@@ -1,0 +1,1 @@
+-- gorm-outbox: nothing to undo on this database.
