@@ -36,7 +36,14 @@ type claimed struct {
 	rows  []outbox.OutboxEvent
 	start time.Time // before the claim: the lease runs from here at the latest
 	limit int       // the claim's size: a full claim suggests a backlog
+	heads int       // the most partition keys it could take (see runDepth)
 	err   error
+}
+
+// full reports whether the claim suggests a backlog: it took limit events,
+// or as many keys as it could (more may be waiting behind them).
+func (c claimed) full() bool {
+	return len(c.rows) > 0 && (len(c.rows) == c.limit || c.heads < c.limit && distinctKeys(c.rows) >= c.heads)
 }
 
 // batch is a claimed and delivered batch whose outcomes are not recorded yet.
@@ -67,23 +74,25 @@ func (r *Relay) claimBatch(ctx context.Context) claimed {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.lease)
 	defer cancel()
 	limit := int(r.size.Load())
+	heads := r.depth.heads(limit, r.cfg.concurrency)
 	db := r.claimDB(cctx)
-	rows, err := r.drv.claim(cctx, db, r.cfg.workerID, limit, r.cfg.lease)
+	rows, err := r.drv.claim(cctx, db, r.cfg.workerID, limit, heads, r.cfg.lease)
 	if err == nil && len(rows) == 0 && r.held.wait(ctx, heldWait) {
-		rows, err = r.drv.claim(cctx, db, r.cfg.workerID, limit, r.cfg.lease)
+		rows, err = r.drv.claim(cctx, db, r.cfg.workerID, limit, heads, r.cfg.lease)
 	}
 	if err != nil {
 		r.claimConn.Load().failed()
 		return claimed{err: fmt.Errorf("relay: claiming events: %w", err)}
 	}
 	if len(rows) > 0 {
+		r.depth.observe(rows, limit)
 		r.held.add() // until complete
 		r.inst.claimed.Add(ctx, int64(len(rows)), metric.WithAttributes(attrTable.String(r.table)))
 	}
 	if len(rows) == limit {
 		r.maybeAnalyze(ctx)
 	}
-	return claimed{rows: rows, start: start, limit: limit}
+	return claimed{rows: rows, start: start, limit: limit, heads: heads}
 }
 
 // claimDB returns the session a claim runs on: the connection kept for
@@ -97,10 +106,11 @@ func (r *Relay) claimDB(ctx context.Context) *gorm.DB {
 
 // adapt sets the size of the next claims after c was claimed and its
 // delivery took took (see WithBatchSize): twice as large after a full
-// claim delivered quickly, back to the base size after a short claim, half
+// claim (claimed.full) delivered quickly, back to the base size after a
+// claim that was not full, half
 // as large after a slow delivery. A claim whose partition keys number more
-// than half of it (runs of one event: the backlog is spread over many keys)
-// does not grow it: a claim takes one head per key, so a larger one would
+// than half of its events (runs of one event: the backlog is spread over
+// many keys) does not grow it: a claim takes one head per key, so a larger one would
 // hold every key's head at once and leave nothing for the claim made ahead
 // while it is delivered.
 func (r *Relay) adapt(c claimed, took time.Duration) {
@@ -110,11 +120,11 @@ func (r *Relay) adapt(c claimed, took time.Duration) {
 	}
 	next := c.limit
 	switch {
-	case len(c.rows) < c.limit:
+	case !c.full():
 		next = base
 	case took > r.cfg.lease/8:
 		next = max(base, c.limit/2)
-	case distinctKeys(c.rows) > c.limit/2:
+	case distinctKeys(c.rows) > len(c.rows)/2:
 		next = max(base, c.limit/2)
 	default:
 		next = min(most, 2*c.limit)

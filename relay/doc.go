@@ -148,6 +148,14 @@
 // previous claim took: keys take turns however many there are, and a key
 // whose head waits for a retry costs one probe, whatever its backlog. A
 // backlog over few keys drains in runs, over many keys a key per slot.
+// Where many keys are each several events deep, the relay learns their
+// depth from its claims and walks fewer keys per claim, taking longer
+// runs of each (a probe per key costs far more than the next event of a
+// run): 1,000 keys 8 deep drain at about 0.8 of the rate of events
+// without a key on PostgreSQL and SQLite and 0.6 on MariaDB
+// (BenchmarkKeyedBacklog), against 0.55-0.66 and 0.54 when every claim
+// walked a key per event. A claim still walks at least
+// WithConcurrency keys, so that few deep keys are delivered side by side.
 //
 // # Waking up
 //

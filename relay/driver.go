@@ -23,7 +23,7 @@ type driver interface {
 	// are after the claim. It takes events without a key oldest first,
 	// and of each partition key the head run: its oldest unfinished event
 	// and the claimable events that follow it (see the package doc, Order).
-	claim(ctx context.Context, db *gorm.DB, worker string, limit int, lease time.Duration) ([]outbox.OutboxEvent, error)
+	claim(ctx context.Context, db *gorm.DB, worker string, limit, heads int, lease time.Duration) ([]outbox.OutboxEvent, error)
 	// wakeups returns a channel that receives after events commit, or nil
 	// when the database cannot say so (the relay then polls). The channel
 	// is closed when ctx ends.
@@ -136,10 +136,10 @@ type claimer struct {
 	cursor keyCursor
 }
 
-func (c *claimer) claim(ctx context.Context, db *gorm.DB, worker string, limit int, lease time.Duration) ([]outbox.OutboxEvent, error) {
+func (c *claimer) claim(ctx context.Context, db *gorm.DB, worker string, limit, heads int, lease time.Duration) ([]outbox.OutboxEvent, error) {
 	from := c.cursor.get()
 	rows, err := c.sql.Claim(ctx, db, sqldriver.ClaimParams{
-		Table: c.table, Worker: worker, Limit: limit, Lease: lease, Cursor: from, LazyCommit: c.lazy})
+		Table: c.table, Worker: worker, Limit: limit, Heads: heads, Lease: lease, Cursor: from, LazyCommit: c.lazy})
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func (f *fetcher) step(ctx context.Context) (wait time.Duration, again bool) {
 	if c.err == nil && len(c.rows) == 0 {
 		c = r.claimBatch(ctx)
 	}
-	if f.completer.overlaps() && f.unavailable == 0 && len(c.rows) > 0 && len(c.rows) == c.limit {
+	if f.completer.overlaps() && f.unavailable == 0 && c.full() {
 		f.claimAhead(ctx)
 	}
 	var unavail bool

@@ -83,8 +83,10 @@ func defaultConfig() config {
 //
 // By default the size adapts: a claim takes 100 events, and while claims
 // come back full and their deliveries take less than an eighth of the
-// lease, each next claim takes twice as many, up to 1000. A claim that
-// comes back short (the backlog is drained) returns to 100, and a
+// lease, each next claim takes twice as many, up to 1000. (A claim that
+// took as many partition keys as it walks counts as full: see the keys
+// section of the package doc.) A claim that comes back short (the
+// backlog is drained) returns to 100, and a
 // delivery slower than that halves the size. Large claims cost the
 // database less per event while a backlog lasts; small ones keep a
 // relay's share of a short backlog small, so that other relays and keys

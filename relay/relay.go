@@ -135,6 +135,7 @@ type Relay struct {
 	late         lateOutcomes              // outcomes known but not recorded within their lease
 	attempts     *attemptTable             // the attempt log table, whether this relay writes it or not
 	size         atomic.Int64              // the next claim's size (see WithBatchSize)
+	depth        runDepth                  // the next claim's events per key
 	claimConn    atomic.Pointer[claimConn] // while Start runs, where the database caches plans per connection
 }
 

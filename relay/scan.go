@@ -21,8 +21,8 @@ type storedTimes struct {
 
 func withStoredTimes(kind dialect.Kind, d driver) driver { return storedTimes{driver: d, kind: kind} }
 
-func (d storedTimes) claim(ctx context.Context, db *gorm.DB, worker string, limit int, lease time.Duration) ([]outbox.OutboxEvent, error) {
-	rows, err := d.driver.claim(ctx, db, worker, limit, lease)
+func (d storedTimes) claim(ctx context.Context, db *gorm.DB, worker string, limit, heads int, lease time.Duration) ([]outbox.OutboxEvent, error) {
+	rows, err := d.driver.claim(ctx, db, worker, limit, heads, lease)
 	normaliseTimes(d.kind, rows)
 	return rows, err
 }

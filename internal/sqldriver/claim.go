@@ -16,6 +16,11 @@ type ClaimParams struct {
 	Worker string
 	// Limit is the most events to claim (at least 1).
 	Limit int
+	// Heads is the most partition keys the claim takes runs of (0, or more
+	// than Limit: Limit). Fewer keys with longer runs make a batch of deep
+	// per-key backlogs cheaper to claim: the walk over the keys costs an
+	// index descent per key, a run's next event a step along the index.
+	Heads int
 	// Lease sets locked_until to now plus Lease, by the database clock.
 	Lease time.Duration
 	// Cursor is the last partition key the caller's previous claim took:
@@ -26,6 +31,15 @@ type ClaimParams struct {
 	// LazyCommit makes the claim commit without waiting for the disk,
 	// where the dialect can (Statements.LazyCommit).
 	LazyCommit bool
+}
+
+// MaxHeads returns the most keys the claim takes: Heads, bounded by
+// Limit (Limit when Heads is 0).
+func (p ClaimParams) MaxHeads() int {
+	if p.Heads <= 0 || p.Heads > p.Limit {
+		return p.Limit
+	}
+	return p.Heads
 }
 
 // ClaimedEvent is an event as a claim returns it: after the claim
@@ -54,7 +68,8 @@ type Claimer interface {
 	// a key oldest first, and of each partition key the head run: its
 	// oldest unfinished event when that one is claimable, and the
 	// claimable events that follow it up to the first that is not, at
-	// most ceil(limit/heads) per key. A key whose oldest unfinished event
+	// most ceil(limit/heads) per key, heads the claimable heads found,
+	// at most p.MaxHeads(). A key whose oldest unfinished event
 	// is publishing is skipped. The batch is filled by position in run
 	// (every head and every event without a key, oldest first, then every
 	// run's second event, …).

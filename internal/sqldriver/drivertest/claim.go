@@ -151,6 +151,8 @@ func exerciseKeyedClaims(t *testing.T, drv sqldriver.Driver, setup func(*testing
 	t.Run("KeyOrder", s.keyedKeyOrder)
 	t.Run("KeysShareTheBatch", s.keyedKeysShareTheBatch)
 	t.Run("Cursor", s.keyedCursor)
+	t.Run("Heads", s.keyedHeads)
+	t.Run("RunsThroughStates", s.keyedRunsThroughStates)
 }
 
 // A key's events go in id order: the head first, then the run behind
@@ -184,6 +186,39 @@ func (s suite) keyedCursor(t *testing.T) {
 	wantClaimed(t, s.claim(t, db, 1, "a"), "b1")
 	wantClaimed(t, s.claim(t, db, 1, "c"), "a1") // wraps to the first key
 	wantClaimed(t, s.claim(t, db, 5, "a"), "c1") // b1 and a1 are publishing
+}
+
+// Heads bounds the keys a claim takes; each of them then gets a longer
+// run (ceil(limit/heads)), and events without a key still fill the batch.
+func (s suite) keyedHeads(t *testing.T) {
+	db := s.setup(t)
+	insert(t, s.drv, db, false, event("a1", "a", nil), event("a2", "a", nil), event("a3", "a", nil),
+		event("b1", "b", nil), event("b2", "b", nil), event("b3", "b", nil),
+		event("c1", "c", nil), event("c2", "c", nil), event("c3", "c", nil), event("u1", "", nil))
+	claim := func(limit, heads int, cursor string) []sqldriver.ClaimedEvent {
+		t.Helper()
+		rows, err := s.drv.Claim(t.Context(), db, sqldriver.ClaimParams{Table: Table, Worker: "w", Limit: limit, Heads: heads,
+			Lease: time.Minute, Cursor: cursor})
+		must(t, err)
+		return rows
+	}
+	wantClaimed(t, claim(5, 2, ""), "a1", "b1", "u1", "a2", "b2")
+	wantClaimed(t, claim(10, 1, "b"), "c1", "c2", "c3")
+	publishIDs(t, db, "a1", "a2", "c1", "c2", "c3")
+	// a's head is a3; b's (b1) is publishing. One key after the cursor c:
+	// the walk wraps to a.
+	wantClaimed(t, claim(10, 1, "c"), "a3")
+}
+
+// A run goes on through failed events that are due and ends at the first
+// publishing one (behind a head that was replayed, say).
+func (s suite) keyedRunsThroughStates(t *testing.T) {
+	db := s.setup(t)
+	insert(t, s.drv, db, false, event("a1", "a", nil), event("a2", "a", nil), event("a3", "a", nil),
+		event("b1", "b", nil), event("b2", "b", nil), event("b3", "b", nil))
+	must(t, db.Exec("UPDATE "+Table+" SET status = 'publishing' WHERE event_id = 'a2'").Error)
+	must(t, db.Exec("UPDATE "+Table+" SET status = 'failed' WHERE event_id = 'b2'").Error)
+	wantClaimed(t, s.claim(t, db, 10, ""), "a1", "b1", "b2", "b3")
 }
 
 // claim claims up to limit events for worker "w" for a minute, starting

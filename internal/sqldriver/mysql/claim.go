@@ -40,7 +40,7 @@ const (
 func (Driver) Claim(ctx context.Context, db *gorm.DB, p sqldriver.ClaimParams) ([]sqldriver.ClaimedEvent, error) {
 	var rows []sqldriver.ClaimedEvent
 	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		c := &claim{table: p.Table, tx: tx, limit: p.Limit}
+		c := &claim{table: p.Table, tx: tx, limit: p.Limit, maxHeads: p.MaxHeads()}
 		heads, err := c.heads(p.Cursor)
 		if err != nil {
 			return err
@@ -77,14 +77,15 @@ func (Driver) Listens() bool { return false }
 
 // claim is one claim's transaction.
 type claim struct {
-	table string
-	tx    *gorm.DB
-	limit int
+	table    string
+	tx       *gorm.DB
+	limit    int
+	maxHeads int // the most keys to take runs of
 }
 
 // heads walks the keys from after from to the last key, then from the
 // first key up to from, and returns the claimable heads it locked, at most
-// limit.
+// c.maxHeads.
 func (c *claim) heads(from string) ([]sqldriver.ClaimedEvent, error) {
 	var out []sqldriver.ClaimedEvent
 	type segment struct {
@@ -97,13 +98,13 @@ func (c *claim) heads(from string) ([]sqldriver.ClaimedEvent, error) {
 	}
 	for _, s := range segments {
 		lo := s.lo
-		for len(out) < c.limit {
+		for len(out) < c.maxHeads {
 			ids, end, more, err := c.walk(lo, s.hi)
 			if err != nil {
 				return nil, err
 			}
-			for len(ids) > 0 && len(out) < c.limit {
-				n := min(len(ids), c.limit-len(out))
+			for len(ids) > 0 && len(out) < c.maxHeads {
+				n := min(len(ids), c.maxHeads-len(out))
 				got, err := c.lockHeads(ids[:n])
 				if err != nil {
 					return nil, err
@@ -125,7 +126,7 @@ func (c *claim) heads(from string) ([]sqldriver.ClaimedEvent, error) {
 var walkStatuses = []string{statusPending, statusFailed, statusPublishing}
 
 // walk reads the first pending, failed and publishing event of the keys
-// after lo (and up to hi), at most limit keys per state, and returns the
+// after lo (and up to hi), at most c.maxHeads keys per state, and returns the
 // ids of the heads that are pending or failed, in key order. When a state
 // had more keys than that, it returns more and the last key covered for
 // every state (end); the next walk starts after end.
@@ -150,7 +151,7 @@ func (c *claim) walk(lo string, hi *string) (heads []int64, end string, more boo
 			args = append(args, *hi)
 		}
 		q.WriteString(" GROUP BY status, partition_key ORDER BY status, partition_key LIMIT ?)")
-		args = append(args, c.limit)
+		args = append(args, c.maxHeads)
 	}
 	rows, err := c.tx.Raw(q.String(), args...).Rows()
 	if err != nil {
@@ -183,7 +184,7 @@ func (c *claim) walk(lo string, hi *string) (heads []int64, end string, more boo
 		return nil, "", false, err
 	}
 	for _, s := range walkStatuses {
-		if count[s] == c.limit && (!more || last[s] < end) {
+		if count[s] == c.maxHeads && (!more || last[s] < end) {
 			end, more = last[s], true
 		}
 	}

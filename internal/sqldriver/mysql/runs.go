@@ -37,14 +37,25 @@ func (c *claim) runs(heads []sqldriver.ClaimedEvent) ([]ranked, error) {
 // bind parameters each; MySQL takes 65,535 per statement).
 const runsPerStatement = 1000
 
-// runsOf reads the runs behind heads, at most per events each.
+// runsOf reads the runs behind heads, at most per events each. The
+// pending events behind a head are read for every key, the failed and the
+// first publishing one only for the keys that have such events besides
+// the head (mixed): most keys have none, and each part of the statement
+// costs MariaDB as much to plan as to run.
 func (c *claim) runsOf(heads []sqldriver.ClaimedEvent, per int) ([]ranked, error) {
+	mixed, err := c.mixed(heads)
+	if err != nil {
+		return nil, err
+	}
 	var (
 		q    strings.Builder
 		args []any
 	)
 	for i := range heads {
 		for j, s := range walkStatuses {
+			if s != statusPending && !mixed[heads[i].PartitionKey] {
+				continue
+			}
 			if i > 0 || j > 0 {
 				q.WriteString(" UNION ALL ")
 			}
@@ -87,6 +98,29 @@ func (c *claim) runsOf(heads []sqldriver.ClaimedEvent, per int) ([]ranked, error
 			}
 			out = append(out, ranked{e: f.e, rank: i + 2})
 		}
+	}
+	return out, nil
+}
+
+// mixed returns the keys of heads that have failed or publishing events
+// besides their head. It needs no lock either: an event behind a head this
+// claim holds becomes publishing (and then failed) only by a claim of its
+// head, so a key without such events keeps none until this claim ends.
+func (c *claim) mixed(heads []sqldriver.ClaimedEvent) (map[string]bool, error) {
+	keys := make([]string, len(heads))
+	ids := make([]int64, len(heads))
+	for i := range heads {
+		keys[i], ids[i] = heads[i].PartitionKey, heads[i].ID
+	}
+	var found []string
+	err := c.tx.Raw("SELECT DISTINCT partition_key FROM "+c.table+" WHERE status IN (?, ?) AND partition_key IN ? AND id NOT IN ?",
+		statusFailed, statusPublishing, keys, ids).Scan(&found).Error
+	if err != nil {
+		return nil, fmt.Errorf("reading the states behind the heads of partition keys: %w", err)
+	}
+	out := make(map[string]bool, len(found))
+	for _, k := range found {
+		out[k] = true
 	}
 	return out, nil
 }

@@ -19,7 +19,7 @@ func (Driver) Claim(ctx context.Context, db *gorm.DB, p sqldriver.ClaimParams) (
 	}
 	q += "\nRETURNING " + sqldriver.ClaimColumns
 	rows, err := db.WithContext(ctx).Raw(strings.ReplaceAll(q, "{table}", p.Table), map[string]any{
-		"worker": p.Worker, "lease": p.Lease.Microseconds(), "cursor": p.Cursor, "limit": p.Limit,
+		"worker": p.Worker, "lease": p.Lease.Microseconds(), "cursor": p.Cursor, "limit": p.Limit, "heads": p.MaxHeads(),
 	}).Rows()
 	if err != nil {
 		return nil, err
@@ -39,7 +39,7 @@ func (Driver) Listens() bool { return true }
 
 // claimSQL is the claim on PostgreSQL. The walk over the keys is a
 // recursive CTE that PostgreSQL evaluates lazily: it stops once heads has
-// found @limit claimable heads. A run is read with a row comparison on
+// found @heads claimable heads. A run is read with a row comparison on
 // (partition_key, id) so that only the key index can serve it (with
 // "partition_key = …" the planner may prefer walking the primary key from
 // the head's id, which reads every later event of every key). The UPDATE
@@ -71,7 +71,7 @@ heads AS (
 		SELECT e.id, e.partition_key, e.available_at FROM {table} e
 		WHERE e.id = s.h AND e.status IN ('pending', 'failed') AND e.available_at <= now()
 		FOR UPDATE SKIP LOCKED) e
-	LIMIT @limit
+	LIMIT @heads
 ),
 runs AS (
 	SELECT id, available_at, 1::bigint AS rn FROM heads

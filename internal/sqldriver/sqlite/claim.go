@@ -13,23 +13,25 @@ import (
 // Claim runs one UPDATE … RETURNING: SQLite runs one writer at a time,
 // so the statement is atomic, and a single statement takes the write lock
 // at once (no deferred-transaction upgrade to fail). A claim that did not
-// fill the batch from the keys after the cursor claims again from the
-// first key up to the cursor.
+// fill the batch from the keys after the cursor, nor took p.MaxHeads()
+// keys, claims again from the first key up to the cursor.
 func (d Driver) Claim(ctx context.Context, db *gorm.DB, p sqldriver.ClaimParams) ([]sqldriver.ClaimedEvent, error) {
 	q := strings.ReplaceAll(claimSQL, "{table}", p.Table)
 	now := time.Now()
 	args := map[string]any{"worker": p.Worker, "until": d.Time(now.Add(p.Lease)), "now": d.Time(now), "cursor": p.Cursor}
 	var out []sqldriver.ClaimedEvent
+	heads := p.MaxHeads()
 	for i, rng := range []string{"partition_key > @from", "partition_key <= @cursor"} {
 		if i == 1 {
-			if len(out) == p.Limit || p.Cursor == "" {
+			heads -= keysOf(out)
+			if len(out) == p.Limit || p.Cursor == "" || heads <= 0 {
 				break
 			}
 			args["from"] = ""
 		} else {
 			args["from"] = p.Cursor
 		}
-		args["limit"] = p.Limit - len(out)
+		args["limit"], args["heads"] = p.Limit-len(out), heads
 		got, err := claimRange(ctx, db, strings.ReplaceAll(q, "{range}", rng), args)
 		out = append(out, got...)
 		if err != nil {
@@ -40,6 +42,18 @@ func (d Driver) Claim(ctx context.Context, db *gorm.DB, p sqldriver.ClaimParams)
 		}
 	}
 	return out, nil
+}
+
+// keysOf counts the partition keys of rows (events without a key not
+// counted).
+func keysOf(rows []sqldriver.ClaimedEvent) int {
+	seen := map[string]struct{}{}
+	for i := range rows {
+		if k := rows[i].PartitionKey; k != "" {
+			seen[k] = struct{}{}
+		}
+	}
+	return len(seen)
 }
 
 func claimRange(ctx context.Context, db *gorm.DB, q string, args map[string]any) ([]sqldriver.ClaimedEvent, error) {
@@ -61,7 +75,7 @@ func (Driver) Listens() bool { return false }
 
 // claimSQL is the claim on SQLite, for the keys in {range}. The walk
 // over the keys (a recursive CTE, which SQLite materializes) counts the
-// claimable heads it passes and stops at @limit; each run is another
+// claimable heads it passes and stops at @heads; each run is another
 // recursive CTE, from key index entry to the next. Both use scalar
 // subqueries rather than joins: a join with a CTE makes SQLite build a
 // Bloom filter over the whole table first.
@@ -73,7 +87,7 @@ walk(k, found) AS (
 	SELECT (SELECT min(partition_key) FROM {table}
 	        WHERE partition_key > walk.k AND {range} AND ` + sqldriver.KeyedUnfinished + `),
 	       walk.found + ` + headClaimable + `
-	FROM walk WHERE walk.k IS NOT NULL AND walk.found + ` + headClaimable + ` < @limit
+	FROM walk WHERE walk.k IS NOT NULL AND walk.found + ` + headClaimable + ` < @heads
 ),
 heads AS (
 	SELECT id, partition_key AS k FROM {table}
