@@ -37,13 +37,14 @@ type claimed struct {
 	start time.Time // before the claim: the lease runs from here at the latest
 	limit int       // the claim's size: a full claim suggests a backlog
 	heads int       // the most partition keys it could take (see runDepth)
+	keys  int       // the partition keys it took
 	err   error
 }
 
 // full reports whether the claim suggests a backlog: it took limit events,
 // or as many keys as it could (more may be waiting behind them).
 func (c claimed) full() bool {
-	return len(c.rows) > 0 && (len(c.rows) == c.limit || c.heads < c.limit && distinctKeys(c.rows) >= c.heads)
+	return len(c.rows) > 0 && (len(c.rows) == c.limit || c.heads < c.limit && c.keys >= c.heads)
 }
 
 // batch is a claimed and delivered batch whose outcomes are not recorded yet.
@@ -84,15 +85,16 @@ func (r *Relay) claimBatch(ctx context.Context) claimed {
 		r.claimConn.Load().failed()
 		return claimed{err: fmt.Errorf("relay: claiming events: %w", err)}
 	}
+	keys := 0
 	if len(rows) > 0 {
-		r.depth.observe(rows, limit)
+		keys = r.depth.observe(rows, limit)
 		r.held.add() // until complete
 		r.inst.claimed.Add(ctx, int64(len(rows)), metric.WithAttributes(attrTable.String(r.table)))
 	}
 	if len(rows) == limit {
 		r.maybeAnalyze(ctx)
 	}
-	return claimed{rows: rows, start: start, limit: limit, heads: heads}
+	return claimed{rows: rows, start: start, limit: limit, heads: heads, keys: keys}
 }
 
 // claimDB returns the session a claim runs on: the connection kept for
@@ -124,24 +126,12 @@ func (r *Relay) adapt(c claimed, took time.Duration) {
 		next = base
 	case took > r.cfg.lease/8:
 		next = max(base, c.limit/2)
-	case distinctKeys(c.rows) > len(c.rows)/2:
+	case c.keys > len(c.rows)/2:
 		next = max(base, c.limit/2)
 	default:
 		next = min(most, 2*c.limit)
 	}
 	r.size.Store(int64(next))
-}
-
-// distinctKeys counts the partition keys of rows (events without a key
-// not counted).
-func distinctKeys(rows []outbox.OutboxEvent) int {
-	seen := make(map[string]struct{}, 16)
-	for i := range rows {
-		if k := rows[i].PartitionKey; k != "" {
-			seen[k] = struct{}{}
-		}
-	}
-	return len(seen)
 }
 
 // deliverBatch delivers a claimed batch and reports whether the publisher

@@ -40,8 +40,9 @@ func (d *runDepth) heads(limit, minHeads int) int {
 	return min(limit, max((limit+depth-1)/depth, minHeads))
 }
 
-// observe learns from the keyed events of a claim of limit events.
-func (d *runDepth) observe(rows []outbox.OutboxEvent, limit int) {
+// observe learns from the keyed events of a claim of limit events, and
+// returns how many partition keys they have.
+func (d *runDepth) observe(rows []outbox.OutboxEvent, limit int) (keys int) {
 	runs := map[string]int{}
 	total := 0
 	for i := range rows {
@@ -51,7 +52,7 @@ func (d *runDepth) observe(rows []outbox.OutboxEvent, limit int) {
 		}
 	}
 	if len(runs) == 0 {
-		return
+		return 0
 	}
 	most := (limit + len(runs) - 1) / len(runs) // the longest run the claim could take
 	capped := 0
@@ -72,4 +73,5 @@ func (d *runDepth) observe(rows []outbox.OutboxEvent, limit int) {
 		d.depth = min(2*max(d.depth, most), max(limit, 1))
 		d.learned, d.kept = false, 0
 	}
+	return len(runs)
 }

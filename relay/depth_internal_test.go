@@ -45,12 +45,12 @@ func TestRunDepthLearnsTheBacklog(t *testing.T) {
 			for i := range 40 {
 				heads := d.heads(limit, minHeads)
 				rows := claimModel(tc.keys, tc.deep, limit, heads)
-				d.observe(rows, limit)
+				keys := d.observe(rows, limit)
 				if i >= 20 {
 					if !tc.wantHeads(heads) {
 						t.Errorf("claim %d walked %d keys, want %s", i, heads, tc.want)
 					}
-					c := claimed{rows: rows, limit: limit, heads: heads}
+					c := claimed{rows: rows, limit: limit, heads: heads, keys: keys}
 					if c.full() {
 						full++
 					}
