@@ -109,12 +109,11 @@ func (r *Relay) claimDB(ctx context.Context) *gorm.DB {
 // adapt sets the size of the next claims after c was claimed and its
 // delivery took took (see WithBatchSize): twice as large after a full
 // claim (claimed.full) delivered quickly, back to the base size after a
-// claim that was not full, half
-// as large after a slow delivery. A claim whose partition keys number more
-// than half of its events (runs of one event: the backlog is spread over
-// many keys) does not grow it: a claim takes one head per key, so a larger one would
-// hold every key's head at once and leave nothing for the claim made ahead
-// while it is delivered.
+// claim that was not full, half as large after a slow delivery. A claim
+// whose partition keys number more than half of its events (runs of one
+// event: the backlog is spread over many keys) does not grow it: a claim
+// takes one head per key, so a larger one would hold every key's head at
+// once and leave nothing for the claim made ahead while it is delivered.
 func (r *Relay) adapt(c claimed, took time.Duration) {
 	base, most := r.cfg.batchSize, r.cfg.maxBatchSize
 	if base == most || c.err != nil {

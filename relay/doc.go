@@ -152,7 +152,7 @@
 // depth from its claims and walks fewer keys per claim, taking longer
 // runs of each (a probe per key costs far more than the next event of a
 // run): 1,000 keys 8 deep drain at about 0.8 of the rate of events
-// without a key on PostgreSQL and SQLite and 0.6 on MariaDB
+// without a key on PostgreSQL and SQLite and 0.6-0.7 on MariaDB
 // (BenchmarkKeyedBacklog), against 0.55-0.66 and 0.54 when every claim
 // walked a key per event. A claim still walks at least
 // WithConcurrency keys, so that few deep keys are delivered side by side.

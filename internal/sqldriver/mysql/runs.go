@@ -40,8 +40,9 @@ const runsPerStatement = 1000
 // runsOf reads the runs behind heads, at most per events each. The
 // pending events behind a head are read for every key, the failed and the
 // first publishing one only for the keys that have such events besides
-// the head (mixed): most keys have none, and each part of the statement
-// costs MariaDB as much to plan as to run.
+// the head (mixed): most keys have none, and three parts per head made
+// the statement the largest cost of a keyed claim (for 125 heads, 375
+// parts took 28-31 ms of a 46-56 ms claim of 1,000 events).
 func (c *claim) runsOf(heads []sqldriver.ClaimedEvent, per int) ([]ranked, error) {
 	mixed, err := c.mixed(heads)
 	if err != nil {
