@@ -7,8 +7,11 @@ import (
 )
 
 // probeEvery is how many claims in a row take runs of the depth learned,
-// each cut at that depth, before one claim tries twice as deep.
-const probeEvery = 8
+// each cut at that depth, before one claim tries twice as deep. A probe
+// over keys no deeper than learned takes half a batch (as many keys, runs
+// no longer), while a depth learned too shallow costs only a longer walk
+// (an index step per extra key, about 8 µs on PostgreSQL): probes are rare.
+const probeEvery = 32
 
 // runDepth is how many events of each partition key a claim aims to take:
 // a claim of limit events walks at most ceil(limit/depth) keys and takes
@@ -17,16 +20,20 @@ const probeEvery = 8
 // the index, so a backlog of keys several events deep is claimed far more
 // cheaply in long runs over few keys than in one event of every key.
 //
-// The depth is learned from the claims: it doubles while most keys had
-// more events than the claim took of them, and falls to the keys' average
-// run when most had fewer. Once learned from runs that ended, it is kept,
+// The depth is learned from the claims. Until a claim has taken keyed
+// events it is unknown, and a claim walks the fewest keys (see below),
+// each run up to ceil(limit/keys) long: runs that end under that cap
+// give the depth in one claim, where guessing shallow and doubling would
+// take one claim per doubling and leave the keys unevenly drained. Then
+// it doubles while most keys had more events than the claim took of
+// them, and falls to the keys' average run when most had fewer. Once learned from runs that ended, it is kept,
 // each run cut at its cap, for probeEvery claims before one claim tries
 // deeper runs. A claim walks at least as many keys as the relay delivers
 // runs at once (WithConcurrency), so that a batch of a few deep keys still
 // delivers them side by side.
 type runDepth struct {
 	mu      sync.Mutex
-	depth   int  // at least 1
+	depth   int  // 0 until a claim takes keyed events, then at least 1
 	learned bool // depth is the average of runs that ended before their cap
 	kept    int  // claims cut at the learned depth since it was learned
 }
@@ -35,8 +42,11 @@ type runDepth struct {
 // relay delivers minHeads runs at once.
 func (d *runDepth) heads(limit, minHeads int) int {
 	d.mu.Lock()
-	depth := max(d.depth, 1)
+	depth := d.depth
 	d.mu.Unlock()
+	if depth == 0 {
+		return min(limit, max(minHeads, 1))
+	}
 	return min(limit, max((limit+depth-1)/depth, minHeads))
 }
 

@@ -92,3 +92,20 @@ func TestRunDepthProbesDeeper(t *testing.T) {
 		t.Fatalf("depth %d after %d claims cut at the learned depth, want a probe at 16", d.depth, probeEvery+1)
 	}
 }
+
+// Before any claim has taken keyed events a claim walks the fewest keys,
+// with long runs: over keys 8 deep it learns the depth from that one claim.
+func TestRunDepthStartsDeep(t *testing.T) {
+	const limit, minHeads = 100, 10
+	var d runDepth
+	if h := d.heads(limit, minHeads); h != minHeads {
+		t.Fatalf("first claim walks %d keys, want %d", h, minHeads)
+	}
+	d.observe(claimModel(1000, 8, limit, minHeads), limit) // runs of 8 under a cap of 10
+	if d.depth != 8 || !d.learned {
+		t.Fatalf("depth %d (learned %v) after one claim of runs of 8, want 8 learned", d.depth, d.learned)
+	}
+	if h := d.heads(1000, minHeads); h != 125 {
+		t.Fatalf("next claim of 1000 walks %d keys, want 125", h)
+	}
+}

@@ -151,11 +151,13 @@
 // Where many keys are each several events deep, the relay learns their
 // depth from its claims and walks fewer keys per claim, taking longer
 // runs of each (a probe per key costs far more than the next event of a
-// run): 1,000 keys 8 deep drain at about 0.8 of the rate of events
-// without a key on PostgreSQL and SQLite and 0.6-0.7 on MariaDB
-// (BenchmarkKeyedBacklog), against 0.55-0.66 and 0.54 when every claim
-// walked a key per event. A claim still walks at least
-// WithConcurrency keys, so that few deep keys are delivered side by side.
+// run). The first keyed claim walks few keys with long runs, so the
+// depth is known after one claim. 1,000 keys 8 deep drain at about 0.85-0.9
+// of the rate of events without a key on SQLite, 0.8-0.85 on PostgreSQL
+// and 0.7-0.77 on MariaDB (BenchmarkKeyedBacklog), against 0.55-0.66
+// and 0.54 when every claim walked a key per event. A claim still walks
+// at least WithConcurrency keys, so that few deep keys are delivered side
+// by side.
 //
 // # Waking up
 //

@@ -74,33 +74,41 @@ func (Driver) ConcurrentWriters() bool { return false }
 func (Driver) Listens() bool { return false }
 
 // claimSQL is the claim on SQLite, for the keys in {range}. The walk
-// over the keys (a recursive CTE, which SQLite materializes) counts the
-// claimable heads it passes and stops at @heads; each run is another
-// recursive CTE, from key index entry to the next. Both use scalar
-// subqueries rather than joins: a join with a CTE makes SQLite build a
-// Bloom filter over the whole table first.
+// over the keys (a recursive CTE, which SQLite materializes) steps from
+// head to head along the key index, counts the claimable heads it passes
+// and stops at @heads; each run is another recursive CTE, from key index
+// entry to the next. Every step is one scalar subquery that returns the
+// next entry's id, negated when that event is not claimable (see
+// signedID): one index step and one row lookup per key and per event, where
+// testing claimability in a second subquery would take them twice. The
+// CTEs use scalar subqueries rather than joins: a join with a CTE makes
+// SQLite build a Bloom filter over the whole table first.
 const claimSQL = `WITH RECURSIVE
-walk(k, found) AS (
-	SELECT (SELECT min(partition_key) FROM {table}
-	        WHERE partition_key > @from AND {range} AND ` + sqldriver.KeyedUnfinished + `), 0
+walk(h, found) AS (
+	SELECT (SELECT ` + signedID + ` FROM {table}
+	        WHERE partition_key > @from AND {range} AND ` + sqldriver.KeyedUnfinished + `
+	        ORDER BY partition_key, id LIMIT 1), 0
 	UNION ALL
-	SELECT (SELECT min(partition_key) FROM {table}
-	        WHERE partition_key > walk.k AND {range} AND ` + sqldriver.KeyedUnfinished + `),
-	       walk.found + ` + headClaimable + `
-	FROM walk WHERE walk.k IS NOT NULL AND walk.found + ` + headClaimable + ` < @heads
+	SELECT (SELECT ` + signedID + ` FROM {table}
+	        WHERE partition_key > (SELECT partition_key FROM {table} WHERE id = abs(walk.h))
+	          AND {range} AND ` + sqldriver.KeyedUnfinished + `
+	        ORDER BY partition_key, id LIMIT 1),
+	       walk.found + (walk.h > 0)
+	FROM walk WHERE walk.h IS NOT NULL AND walk.found + (walk.h > 0) < @heads
 ),
 heads AS (
 	SELECT id, partition_key AS k FROM {table}
-	WHERE id IN (SELECT ` + head + ` FROM walk WHERE walk.k IS NOT NULL)
+	WHERE id IN (SELECT h FROM walk WHERE h > 0)
 	  AND status IN ('pending', 'failed') AND available_at <= @now
 ),
 runs(k, id, rn) AS (
 	SELECT k, id, 1 FROM heads
 	UNION ALL
-	SELECT runs.k, ` + next + `, runs.rn + 1 FROM runs
-	WHERE runs.rn < (SELECT (@limit + count(*) - 1) / max(count(*), 1) FROM heads)
-	  AND EXISTS (SELECT 1 FROM {table} x WHERE x.id = ` + next + `
-	              AND x.status IN ('pending', 'failed') AND x.available_at <= @now)
+	SELECT runs.k, (SELECT ` + signedID + ` FROM {table}
+	                WHERE partition_key = runs.k AND ` + sqldriver.KeyedUnfinished + ` AND id > runs.id
+	                ORDER BY id LIMIT 1),
+	       runs.rn + 1 FROM runs
+	WHERE runs.id > 0 AND runs.rn < (SELECT (@limit + count(*) - 1) / max(count(*), 1) FROM heads)
 ),
 unkeyed AS (
 	SELECT id, available_at, 1 AS rn FROM {table}
@@ -113,19 +121,13 @@ SET status = 'publishing', locked_by = @worker, locked_until = @until,
     claim_version = claim_version + 1, attempts = attempts + 1
 WHERE id IN (
 	SELECT id FROM (SELECT id, (SELECT available_at FROM {table} WHERE id = runs.id) AS available_at, rn FROM runs
+	                WHERE runs.id > 0
 	                UNION ALL SELECT id, available_at, rn FROM unkeyed)
 	ORDER BY rn, available_at, id
 	LIMIT @limit)
 RETURNING ` + sqldriver.ClaimColumns
 
-// head is the id of the head of key walk.k, headClaimable 1
-// when it is claimable now, next the id of the unfinished event of
-// key runs.k that follows runs.id.
-const (
-	head = `(SELECT min(id) FROM {table} WHERE partition_key = walk.k AND ` + sqldriver.KeyedUnfinished + `)`
-
-	headClaimable = `EXISTS (SELECT 1 FROM {table} e WHERE e.id = ` + head + `
-	  AND e.status IN ('pending', 'failed') AND e.available_at <= @now)`
-
-	next = `(SELECT min(id) FROM {table} WHERE partition_key = runs.k AND ` + sqldriver.KeyedUnfinished + ` AND id > runs.id)`
-)
+// signedID is the id of the row a walk or run step found, negated when
+// the event is not claimable now: the walk counts only positive heads, a
+// run stops at the first negative id, and neither is claimed.
+const signedID = "CASE WHEN status IN ('pending', 'failed') AND available_at <= @now THEN id ELSE -id END"
