@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -153,6 +154,8 @@ func exerciseKeyedClaims(t *testing.T, drv sqldriver.Driver, setup func(*testing
 	t.Run("Cursor", s.keyedCursor)
 	t.Run("Heads", s.keyedHeads)
 	t.Run("RunsThroughStates", s.keyedRunsThroughStates)
+	t.Run("DeepKeysFillTheBatch", s.keyedDeepKeysFillTheBatch)
+	t.Run("RunsPastABlockedKey", s.keyedRunsPastABlockedKey)
 }
 
 // A key's events go in id order: the head first, then the run behind
@@ -219,6 +222,48 @@ func (s suite) keyedRunsThroughStates(t *testing.T) {
 	must(t, db.Exec("UPDATE "+Table+" SET status = 'publishing' WHERE event_id = 'a2'").Error)
 	must(t, db.Exec("UPDATE "+Table+" SET status = 'failed' WHERE event_id = 'b2'").Error)
 	wantClaimed(t, s.claim(t, db, 10, ""), "a1", "b1", "b2", "b3")
+}
+
+// Keys far deeper than the batch share it evenly, each run whole up to
+// its cap, and in order.
+func (s suite) keyedDeepKeysFillTheBatch(t *testing.T) {
+	db := s.setup(t)
+	insert(t, s.drv, db, false, append(keyEvents("a", 1, 250), keyEvents("b", 1, 250)...)...)
+	want := append(eventIDs("a", 1, 50), eventIDs("b", 1, 50)...)
+	wantClaimed(t, s.claim(t, db, 100, ""), want...)
+}
+
+// A key whose head is publishing is skipped however deep its backlog
+// (here 12 and 100 events behind the head), and the keys after it still
+// get their whole runs.
+func (s suite) keyedRunsPastABlockedKey(t *testing.T) {
+	for _, behind := range []int{12, 100} {
+		db := s.setup(t)
+		insert(t, s.drv, db, false, event("b1", "b", nil))
+		wantClaimed(t, s.claim(t, db, 1, ""), "b1")
+		rows := append(keyEvents("a", 1, 5), keyEvents("b", 2, 1+behind)...)
+		insert(t, s.drv, db, false, append(rows, keyEvents("c", 1, 5)...)...)
+		want := append(eventIDs("a", 1, 5), eventIDs("c", 1, 5)...)
+		wantClaimed(t, s.claim(t, db, 10, ""), want...)
+	}
+}
+
+// keyEvents returns events of key from key<first> to key<last>, due now.
+func keyEvents(key string, first, last int) []sqldriver.EventRow {
+	var out []sqldriver.EventRow
+	for _, id := range eventIDs(key, first, last) {
+		out = append(out, event(id, key, nil))
+	}
+	return out
+}
+
+// eventIDs returns the event ids key<first> to key<last>.
+func eventIDs(key string, first, last int) []string {
+	var out []string
+	for i := first; i <= last; i++ {
+		out = append(out, fmt.Sprint(key, i))
+	}
+	return out
 }
 
 // claim claims up to limit events for worker "w" for a minute, starting

@@ -14,6 +14,11 @@ import (
 // at most ceil(limit/heads)-1 per key. The run's rows are ranked from 2.
 // They need no lock: no other claim takes an event behind a head this
 // claim holds, and mark checks their status again.
+//
+// The runs of keys whose unfinished events behind the head are all
+// pending (most keys; see mixed) are read together by one range of the
+// key index (runsInRange); the others, and any that range did not cover,
+// by a statement with a part per key and state (runsOf).
 func (c *claim) runs(heads []sqldriver.ClaimedEvent) ([]ranked, error) {
 	if len(heads) == 0 {
 		return nil, nil
@@ -24,11 +29,33 @@ func (c *claim) runs(heads []sqldriver.ClaimedEvent) ([]ranked, error) {
 	}
 	var out []ranked
 	for chunk := range slices.Chunk(heads, runsPerStatement) {
-		got, err := c.runsOf(chunk, per)
+		mixed, err := c.mixed(chunk)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, got...)
+		var plain, rest []sqldriver.ClaimedEvent
+		for _, h := range chunk {
+			if mixed[h.PartitionKey] {
+				rest = append(rest, h)
+			} else {
+				plain = append(plain, h)
+			}
+		}
+		for _, seg := range ascending(plain) {
+			got, uncovered, err := c.runsInRange(seg, per)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, got...)
+			rest = append(rest, uncovered...)
+		}
+		if len(rest) > 0 {
+			got, err := c.runsOf(rest, per, mixed)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, got...)
+		}
 	}
 	return out, nil
 }
@@ -37,17 +64,13 @@ func (c *claim) runs(heads []sqldriver.ClaimedEvent) ([]ranked, error) {
 // bind parameters each; MySQL takes 65,535 per statement).
 const runsPerStatement = 1000
 
-// runsOf reads the runs behind heads, at most per events each. The
-// pending events behind a head are read for every key, the failed and the
-// first publishing one only for the keys that have such events besides
-// the head (mixed): most keys have none, and three parts per head made
-// the statement the largest cost of a keyed claim (for 125 heads, 375
-// parts took 28-31 ms of a 46-56 ms claim of 1,000 events).
-func (c *claim) runsOf(heads []sqldriver.ClaimedEvent, per int) ([]ranked, error) {
-	mixed, err := c.mixed(heads)
-	if err != nil {
-		return nil, err
-	}
+// runsOf reads the runs behind heads, at most per events each, with a
+// part per head and state. The pending events behind a head are read for
+// every key, the failed and the first publishing one only for the keys
+// that have such events besides the head (mixed): three parts per head
+// made the statement the largest cost of a keyed claim (for 125 heads,
+// 375 parts took 28-31 ms of a 46-56 ms claim of 1,000 events).
+func (c *claim) runsOf(heads []sqldriver.ClaimedEvent, per int, mixed map[string]bool) ([]ranked, error) {
 	var (
 		q    strings.Builder
 		args []any
