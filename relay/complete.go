@@ -68,7 +68,7 @@ func (r *Relay) completion(outs []outcome, f fence) (string, []any) {
 	b := r.kind.NewBuilder()
 	if allPublished(outs) && f == fenceMine {
 		// The common case, kept small: one value for every row.
-		b.Add("UPDATE " + r.table + " SET status = 'published', locked_by = NULL, locked_until = NULL, published_at = ")
+		b.Add("UPDATE " + r.kind.Driver().ByID(r.table) + " SET status = 'published', locked_by = NULL, locked_until = NULL, published_at = ")
 		b.Now()
 	} else {
 		r.setOutcomes(b, outs, f)
@@ -88,7 +88,7 @@ func allPublished(outs []outcome) bool {
 
 // setOutcomes writes "UPDATE … SET …" giving each row its own outcome.
 func (r *Relay) setOutcomes(b *dialect.Builder, outs []outcome, f fence) {
-	b.Add("UPDATE " + r.table + " SET status = ")
+	b.Add("UPDATE " + r.kind.Driver().ByID(r.table) + " SET status = ")
 	caseByID(b, outs, func(*outcome) bool { return true }, func(o *outcome) { b.Add("?", string(statusAfter(o))) }, "status")
 	b.Add(", locked_by = NULL, locked_until = NULL")
 	if f == fenceExpired {
@@ -270,7 +270,7 @@ func (r *Relay) confirm(db *gorm.DB, outs []outcome, pos map[int64]int, applied 
 func (r *Relay) applyLocked(ctx context.Context, outs []outcome, f fence, pos map[int64]int, applied []bool) error {
 	return r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		b := r.kind.NewBuilder()
-		b.Add("SELECT id FROM " + r.table)
+		b.Add("SELECT id FROM " + r.kind.Driver().ByID(r.table))
 		r.fenceClause(b, outs, f)
 		b.Add(" FOR UPDATE SKIP LOCKED")
 		var ids []int64

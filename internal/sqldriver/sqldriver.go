@@ -121,6 +121,15 @@ type Statements interface {
 	// bookkeeping (claims, completions), which a database crash may undo
 	// at the price of a redelivery, never of an event.
 	LazyCommit() string
+	// ByID returns how a statement that reaches rows by their ids (an
+	// IDList on id) names table: on MySQL "table FORCE INDEX (PRIMARY)",
+	// elsewhere table. MySQL's optimizer may otherwise read those rows
+	// through an index that leads with status, or scan the whole primary
+	// key, and an UPDATE locks every entry it reads and the gaps between
+	// them: the rows of other batches and the range where claims mark
+	// theirs, so that claims skip or wait for rows the statement does not
+	// change.
+	ByID(table string) string
 	// IDList returns the condition "col is one of ids" and its arguments,
 	// for one or more ids. Where the database takes an array parameter
 	// (PostgreSQL), the text is the same whatever the number of ids, so

@@ -65,7 +65,8 @@ func exerciseStatements(t *testing.T, drv sqldriver.Driver, setup func(*testing.
 	t.Run("IDList", func(t *testing.T) { idListCase(t, drv, setup) })
 }
 
-// idListCase is exerciseStatements' IDList case.
+// idListCase is exerciseStatements' IDList case, which also reaches the
+// rows through ByID.
 func idListCase(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *gorm.DB) {
 	db := setup(t)
 	for i := range 30 {
@@ -76,7 +77,7 @@ func idListCase(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *gorm
 	for _, ids := range [][]int64{all[:1], {all[3], all[7], all[29]}, append(all[10:20:20], -1, 1<<40)} {
 		cond, args := drv.IDList("id", ids)
 		var got []int64
-		must(t, db.Raw("SELECT id FROM "+Table+" WHERE "+cond+" ORDER BY id", args...).Scan(&got).Error)
+		must(t, db.Raw("SELECT id FROM "+drv.ByID(Table)+" WHERE "+cond+" ORDER BY id", args...).Scan(&got).Error)
 		want := []int64{}
 		for _, id := range ids {
 			if id > 0 && id < 1<<40 {
@@ -86,7 +87,7 @@ func idListCase(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *gorm
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("IDList(%v) matched %v, want %v", ids, got, want)
 		}
-		res := db.Exec("UPDATE "+Table+" SET attempts = attempts + 1 WHERE "+cond, args...)
+		res := db.Exec("UPDATE "+drv.ByID(Table)+" SET attempts = attempts + 1 WHERE "+cond, args...)
 		if res.Error != nil || res.RowsAffected != int64(len(want)) {
 			t.Errorf("UPDATE … WHERE IDList(%v): %v, %d rows, want %d", ids, res.Error, res.RowsAffected, len(want))
 		}

@@ -77,6 +77,9 @@ func (Driver) InsertIgnoreCounted() bool { return false }
 // LazyCommit is "": InnoDB's flush at commit is a global setting.
 func (Driver) LazyCommit() string { return "" }
 
+// ByID forces the primary key (see sqldriver.Statements.ByID).
+func (Driver) ByID(table string) string { return table + " FORCE INDEX (PRIMARY)" }
+
 // IDList is col IN (?, …).
 func (Driver) IDList(col string, ids []int64) (string, []any) { return sqldriver.InList(col, ids) }
 

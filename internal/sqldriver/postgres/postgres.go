@@ -63,6 +63,10 @@ func (Driver) LazyCommit() string {
 	return "(SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL"
 }
 
+// ByID names table as it is: the planner reads rows by an id list through
+// the primary key.
+func (Driver) ByID(table string) string { return table }
+
 // IDList is col = ANY(CAST(? AS bigint[])), with the ids as one array
 // literal: one statement text for any number of ids.
 func (Driver) IDList(col string, ids []int64) (string, []any) {

@@ -66,6 +66,10 @@ func (Driver) InsertIgnoreCounted() bool { return true }
 // LazyCommit is "": SQLite's synchronous is a connection setting.
 func (Driver) LazyCommit() string { return "" }
 
+// ByID names table as it is: the planner reads rows by an id list through
+// the primary key.
+func (Driver) ByID(table string) string { return table }
+
 // IDList is col IN (?, …).
 func (Driver) IDList(col string, ids []int64) (string, []any) { return sqldriver.InList(col, ids) }
 
