@@ -213,15 +213,17 @@ func (s suite) keyedHeads(t *testing.T) {
 	wantClaimed(t, claim(10, 1, "c"), "a3")
 }
 
-// A run goes on through failed events that are due and ends at the first
-// publishing one (behind a head that was replayed, say).
+// A run goes on through failed events that are due, behind a pending
+// head or a failed one, and ends at the first publishing one (behind a
+// head that was replayed, say).
 func (s suite) keyedRunsThroughStates(t *testing.T) {
 	db := s.setup(t)
 	insert(t, s.drv, db, false, event("a1", "a", nil), event("a2", "a", nil), event("a3", "a", nil),
-		event("b1", "b", nil), event("b2", "b", nil), event("b3", "b", nil))
+		event("b1", "b", nil), event("b2", "b", nil), event("b3", "b", nil),
+		event("c1", "c", nil), event("c2", "c", nil), event("c3", "c", nil))
 	must(t, db.Exec("UPDATE "+Table+" SET status = 'publishing' WHERE event_id = 'a2'").Error)
-	must(t, db.Exec("UPDATE "+Table+" SET status = 'failed' WHERE event_id = 'b2'").Error)
-	wantClaimed(t, s.claim(t, db, 10, ""), "a1", "b1", "b2", "b3")
+	must(t, db.Exec("UPDATE "+Table+" SET status = 'failed' WHERE event_id IN ('b2', 'c1', 'c2')").Error)
+	wantClaimed(t, s.claim(t, db, 12, ""), "a1", "b1", "b2", "b3", "c1", "c2", "c3")
 }
 
 // Keys far deeper than the batch share it evenly, each run whole up to

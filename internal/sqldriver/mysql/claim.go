@@ -81,6 +81,9 @@ type claim struct {
 	tx       *gorm.DB
 	limit    int
 	maxHeads int // the most keys to take runs of
+	// plain holds the walked keys whose unfinished events are all
+	// pending: no failed or publishing event (see walk).
+	plain map[string]bool
 }
 
 // heads walks the keys from after from to the last key, then from the
@@ -129,7 +132,8 @@ var walkStatuses = []string{statusPending, statusFailed, statusPublishing}
 // after lo (and up to hi), at most c.maxHeads keys per state, and returns the
 // ids of the heads that are pending or failed, in key order. When a state
 // had more keys than that, it returns more and the last key covered for
-// every state (end); the next walk starts after end.
+// every state (end); the next walk starts after end. The keys it returns
+// heads of that have no failed or publishing event go into c.plain.
 //
 // Each part is a loose index scan over (status, partition_key, id). The
 // status is matched by IN with a second, impossible value on purpose: with
@@ -163,6 +167,7 @@ func (c *claim) walk(lo string, hi *string) (heads []int64, end string, more boo
 		status string
 	}
 	byKey := map[string]first{}
+	other := map[string]bool{} // keys with a failed or publishing event
 	last := map[string]string{}
 	count := map[string]int{}
 	for rows.Next() {
@@ -176,6 +181,9 @@ func (c *claim) walk(lo string, hi *string) (heads []int64, end string, more boo
 		}
 		count[status]++
 		last[status] = max(last[status], key)
+		if status != statusPending {
+			other[key] = true
+		}
 		if f, ok := byKey[key]; !ok || id < f.id {
 			byKey[key] = first{id, status}
 		}
@@ -195,8 +203,14 @@ func (c *claim) walk(lo string, hi *string) (heads []int64, end string, more boo
 		}
 	}
 	slices.Sort(keys)
+	if c.plain == nil {
+		c.plain = map[string]bool{}
+	}
 	for _, k := range keys {
 		heads = append(heads, byKey[k].id)
+		if !other[k] {
+			c.plain[k] = true
+		}
 	}
 	return heads, end, more, nil
 }

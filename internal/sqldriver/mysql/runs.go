@@ -15,10 +15,13 @@ import (
 // They need no lock: no other claim takes an event behind a head this
 // claim holds, and mark checks their status again.
 //
-// The runs of keys whose unfinished events behind the head are all
-// pending (most keys; see mixed) are read together by one range of the
-// key index (runsInRange); the others, and any that range did not cover,
-// by a statement with a part per key and state (runsOf).
+// The runs of keys whose unfinished events are all pending (most keys;
+// the walk tells them, c.plain) are read together by one range of the key
+// index (runsInRange); the others, and any that range did not cover, by a
+// statement with a part per key and state (runsOf). They need no lock
+// either: an event behind a head this claim holds becomes publishing (and
+// then failed) only by a claim of its head, so a key the walk found
+// without such events keeps none until this claim ends.
 func (c *claim) runs(heads []sqldriver.ClaimedEvent) ([]ranked, error) {
 	if len(heads) == 0 {
 		return nil, nil
@@ -29,16 +32,12 @@ func (c *claim) runs(heads []sqldriver.ClaimedEvent) ([]ranked, error) {
 	}
 	var out []ranked
 	for chunk := range slices.Chunk(heads, runsPerStatement) {
-		mixed, err := c.mixed(chunk)
-		if err != nil {
-			return nil, err
-		}
 		var plain, rest []sqldriver.ClaimedEvent
 		for _, h := range chunk {
-			if mixed[h.PartitionKey] {
-				rest = append(rest, h)
-			} else {
+			if c.plain[h.PartitionKey] {
 				plain = append(plain, h)
+			} else {
+				rest = append(rest, h)
 			}
 		}
 		for _, seg := range ascending(plain) {
@@ -50,7 +49,7 @@ func (c *claim) runs(heads []sqldriver.ClaimedEvent) ([]ranked, error) {
 			rest = append(rest, uncovered...)
 		}
 		if len(rest) > 0 {
-			got, err := c.runsOf(rest, per, mixed)
+			got, err := c.runsOf(rest, per)
 			if err != nil {
 				return nil, err
 			}
@@ -67,17 +66,17 @@ const runsPerStatement = 1000
 // runsOf reads the runs behind heads, at most per events each, with a
 // part per head and state. The pending events behind a head are read for
 // every key, the failed and the first publishing one only for the keys
-// that have such events besides the head (mixed): three parts per head
-// made the statement the largest cost of a keyed claim (for 125 heads,
-// 375 parts took 28-31 ms of a 46-56 ms claim of 1,000 events).
-func (c *claim) runsOf(heads []sqldriver.ClaimedEvent, per int, mixed map[string]bool) ([]ranked, error) {
+// that have such events (not in c.plain): three parts per head made the
+// statement the largest cost of a keyed claim (for 125 heads, 375 parts
+// took 28-31 ms of a 46-56 ms claim of 1,000 events).
+func (c *claim) runsOf(heads []sqldriver.ClaimedEvent, per int) ([]ranked, error) {
 	var (
 		q    strings.Builder
 		args []any
 	)
 	for i := range heads {
 		for j, s := range walkStatuses {
-			if s != statusPending && !mixed[heads[i].PartitionKey] {
+			if s != statusPending && c.plain[heads[i].PartitionKey] {
 				continue
 			}
 			if i > 0 || j > 0 {
@@ -122,29 +121,6 @@ func (c *claim) runsOf(heads []sqldriver.ClaimedEvent, per int, mixed map[string
 			}
 			out = append(out, ranked{e: f.e, rank: i + 2})
 		}
-	}
-	return out, nil
-}
-
-// mixed returns the keys of heads that have failed or publishing events
-// besides their head. It needs no lock either: an event behind a head this
-// claim holds becomes publishing (and then failed) only by a claim of its
-// head, so a key without such events keeps none until this claim ends.
-func (c *claim) mixed(heads []sqldriver.ClaimedEvent) (map[string]bool, error) {
-	keys := make([]string, len(heads))
-	ids := make([]int64, len(heads))
-	for i := range heads {
-		keys[i], ids[i] = heads[i].PartitionKey, heads[i].ID
-	}
-	var found []string
-	err := c.tx.Raw("SELECT DISTINCT partition_key FROM "+c.table+" WHERE status IN (?, ?) AND partition_key IN ? AND id NOT IN ?",
-		statusFailed, statusPublishing, keys, ids).Scan(&found).Error
-	if err != nil {
-		return nil, fmt.Errorf("reading the states behind the heads of partition keys: %w", err)
-	}
-	out := make(map[string]bool, len(found))
-	for _, k := range found {
-		out[k] = true
 	}
 	return out, nil
 }

@@ -22,7 +22,7 @@ func ascending(heads []sqldriver.ClaimedEvent) [][]sqldriver.ClaimedEvent {
 }
 
 // runsInRange reads the runs behind heads, whose keys ascend and have no
-// failed or publishing event besides the head, at most per events each:
+// failed or publishing event (c.plain), at most per events each:
 // one read of the pending events of every key from the first head's to
 // the last head's, in key and id order, bounded by a LIMIT. Through one
 // range of the key index this costs about half of a part per key (on
