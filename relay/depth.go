@@ -20,20 +20,21 @@ const probeEvery = 32
 // the index, so a backlog of keys several events deep is claimed far more
 // cheaply in long runs over few keys than in one event of every key.
 //
-// The depth is learned from the claims. Until a claim has taken keyed
-// events it is unknown, and a claim walks the fewest keys (see below),
-// each run up to ceil(limit/keys) long: runs that end under that cap
-// give the depth in one claim, where guessing shallow and doubling would
-// take one claim per doubling and leave the keys unevenly drained. Then
-// it doubles while most keys had more events than the claim took of
-// them, and falls to the keys' average run when most had fewer. Once learned from runs that ended, it is kept,
+// The depth is learned from the claims: it starts at 1 (a claim walks as
+// many keys as it takes events, so that a backlog over many keys one
+// event deep fills the first batch, and a relay made for one RunOnce
+// claims a whole batch), doubles while most keys had more events than the
+// claim took of them, and falls to the keys' average run when most had
+// fewer. (Starting deep, with the fewest keys, learns a deep backlog in
+// one claim but cuts the first claims of every relay short over keys one
+// event deep.) Once learned from runs that ended, it is kept,
 // each run cut at its cap, for probeEvery claims before one claim tries
 // deeper runs. A claim walks at least as many keys as the relay delivers
 // runs at once (WithConcurrency), so that a batch of a few deep keys still
 // delivers them side by side.
 type runDepth struct {
 	mu      sync.Mutex
-	depth   int  // 0 until a claim takes keyed events, then at least 1
+	depth   int  // at least 1 (0 is read as 1)
 	learned bool // depth is the average of runs that ended before their cap
 	kept    int  // claims cut at the learned depth since it was learned
 }
@@ -42,11 +43,8 @@ type runDepth struct {
 // relay delivers minHeads runs at once.
 func (d *runDepth) heads(limit, minHeads int) int {
 	d.mu.Lock()
-	depth := d.depth
+	depth := max(d.depth, 1)
 	d.mu.Unlock()
-	if depth == 0 {
-		return min(limit, max(minHeads, 1))
-	}
 	return min(limit, max((limit+depth-1)/depth, minHeads))
 }
 

@@ -93,19 +93,16 @@ func TestRunDepthProbesDeeper(t *testing.T) {
 	}
 }
 
-// Before any claim has taken keyed events a claim walks the fewest keys,
-// with long runs: over keys 8 deep it learns the depth from that one claim.
-func TestRunDepthStartsDeep(t *testing.T) {
-	const limit, minHeads = 100, 10
+// Before any claim has taken keyed events a claim walks as many keys as
+// it takes events: a backlog over many keys one event deep fills the
+// first batch (and a relay made for one RunOnce claims a whole batch).
+func TestRunDepthStartsWide(t *testing.T) {
+	const limit, minHeads = 100, 1
 	var d runDepth
-	if h := d.heads(limit, minHeads); h != minHeads {
-		t.Fatalf("first claim walks %d keys, want %d", h, minHeads)
+	if h := d.heads(limit, minHeads); h != limit {
+		t.Fatalf("first claim walks %d keys, want %d", h, limit)
 	}
-	d.observe(claimModel(1000, 8, limit, minHeads), limit) // runs of 8 under a cap of 10
-	if d.depth != 8 || !d.learned {
-		t.Fatalf("depth %d (learned %v) after one claim of runs of 8, want 8 learned", d.depth, d.learned)
-	}
-	if h := d.heads(1000, minHeads); h != 125 {
-		t.Fatalf("next claim of 1000 walks %d keys, want 125", h)
+	if rows := claimModel(1000, 1, limit, d.heads(limit, minHeads)); len(rows) != limit {
+		t.Fatalf("first claim over keys one event deep took %d events, want %d", len(rows), limit)
 	}
 }

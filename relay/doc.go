@@ -143,23 +143,22 @@
 // were already delivered. Events without a key are delivered in parallel,
 // roughly in order of availability.
 //
-// A claim walks the keys with unfinished events through the key index,
-// one index probe per key, starting after the last key this relay's
-// previous claim took: keys take turns however many there are, and a key
-// whose head waits for a retry costs one probe, whatever its backlog. A
-// backlog over few keys drains in runs, over many keys a key per slot.
-// Where many keys are each several events deep, the relay learns their
-// depth from its claims and walks fewer keys per claim, taking longer
-// runs of each (a probe per key costs far more than the next event of a
-// run). The first keyed claim walks few keys with long runs, so the
-// depth is known after one claim. 1,000 keys 8 deep drain at about 0.9
-// of the rate of events without a key on SQLite, 0.8-0.85 on PostgreSQL
-// and 0.75-0.8 on MariaDB (BenchmarkKeyedBacklog), against 0.55-0.66
-// and 0.54 when every claim walked a key per event. On PostgreSQL the
-// rest is the claim's own cost: a keyed event's claim also writes its
-// entry of the key index, which holds publishing events so that their
-// keys wait. A claim still walks at least WithConcurrency keys, so that
-// few deep keys are delivered side by side.
+// A claim walks the keys with unfinished events through the key index, one
+// index probe per key, starting after the last key this relay's previous
+// claim took: keys take turns however many there are, and a key whose head
+// waits for a retry costs one probe, whatever its backlog. A backlog over
+// few keys drains in runs, over many keys a key per slot. Where many keys
+// are each several events deep, the relay learns their depth from its
+// claims and walks fewer keys per claim, taking longer runs of each (a
+// probe per key costs far more than the next event of a run). 1,000 keys 8
+// deep drain at about 0.85-0.9 of the rate of events without a key on
+// SQLite, 0.8-0.85 on PostgreSQL and 0.75-0.85 on MariaDB
+// (BenchmarkKeyedBacklog), against 0.55-0.66 and 0.54 when every claim
+// walked a key per event. On PostgreSQL the rest is the claim's own cost:
+// a keyed event's claim also writes its entry of the key index, which
+// holds publishing events so that their keys wait. A claim still walks at
+// least WithConcurrency keys, so that few deep keys are delivered side by
+// side.
 //
 // # Waking up
 //
