@@ -38,52 +38,39 @@ func (c *claim) runsInRange(heads []sqldriver.ClaimedEvent, per int) (out []rank
 		return nil, nil, nil
 	}
 	limit := 2 * (per + 1) * len(heads)
-	rows, err := c.tx.Raw("SELECT "+sqldriver.ClaimColumns+", available_at <= UTC_TIMESTAMP(6) FROM "+c.table+
-		" WHERE status = ? AND partition_key >= ? AND partition_key <= ? ORDER BY partition_key, id LIMIT ?",
-		statusPending, heads[0].PartitionKey, heads[len(heads)-1].PartitionKey, limit).Rows()
+	pending, err := c.pendingInRange(heads[0].PartitionKey, heads[len(heads)-1].PartitionKey, limit)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the runs of partition keys: %w", err)
+		return nil, nil, err
 	}
-	defer rows.Close()
 	head := make(map[string]int64, len(heads))
 	for _, h := range heads {
 		head[h.PartitionKey] = h.ID
 	}
 	var (
-		read    int
 		last    string
 		taken   = map[string]int{} // run events taken per head's key
 		stopped = map[string]bool{}
 		seen    = map[string]bool{}
 	)
-	for rows.Next() {
-		var due bool
-		e, err := sqldriver.ScanEvent(rows, &due)
-		if err != nil {
-			return nil, nil, err
-		}
-		read++
-		last = e.PartitionKey
+	for _, p := range pending {
+		last = p.e.PartitionKey
 		seen[last] = true
 		h, ok := head[last]
-		if !ok || e.ID <= h || stopped[last] || taken[last] == per {
+		if !ok || p.e.ID <= h || stopped[last] || taken[last] == per {
 			continue
 		}
-		if !due { // a run ends at its first event that is not due
+		if !p.due { // a run ends at its first event that is not due
 			stopped[last] = true
 			continue
 		}
 		taken[last]++
-		out = append(out, ranked{e: e, rank: taken[last] + 1})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
+		out = append(out, ranked{e: p.e, rank: taken[last] + 1})
 	}
 	// A key the read did not meet is left to runsOf (its head failed and
 	// nothing pending behind it, or the LIMIT came first). When the LIMIT
 	// cut the read, the last key's run may be cut too.
 	cut := func(k string) bool {
-		return !seen[k] || read == limit && k == last && taken[k] < per && !stopped[k]
+		return !seen[k] || len(pending) == limit && k == last && taken[k] < per && !stopped[k]
 	}
 	kept := out[:0]
 	for _, r := range out {
@@ -97,4 +84,31 @@ func (c *claim) runsInRange(heads []sqldriver.ClaimedEvent, per int) (out []rank
 		}
 	}
 	return kept, uncovered, nil
+}
+
+// pendingEvent is a pending event and whether it is due.
+type pendingEvent struct {
+	e   sqldriver.ClaimedEvent
+	due bool
+}
+
+// pendingInRange reads the pending events of the keys from lo to hi, in
+// key and id order, at most limit.
+func (c *claim) pendingInRange(lo, hi string, limit int) ([]pendingEvent, error) {
+	rows, err := c.tx.Raw("SELECT "+sqldriver.ClaimColumns+", available_at <= UTC_TIMESTAMP(6) FROM "+c.table+
+		" WHERE status = ? AND partition_key >= ? AND partition_key <= ? ORDER BY partition_key, id LIMIT ?",
+		statusPending, lo, hi, limit).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("reading the runs of partition keys: %w", err)
+	}
+	defer rows.Close()
+	var out []pendingEvent
+	for rows.Next() {
+		var p pendingEvent
+		if p.e, err = sqldriver.ScanEvent(rows, &p.due); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
 }
