@@ -21,17 +21,17 @@ const probeEvery = 32
 // cheaply in long runs over few keys than in one event of every key.
 //
 // The depth is learned from the claims: it starts at 1 (a claim walks as
-// many keys as it takes events, so that a backlog over many keys one
-// event deep fills the first batch, and a relay made for one RunOnce
-// claims a whole batch), doubles while most keys had more events than the
-// claim took of them, and falls to the keys' average run when most had
-// fewer. (Starting deep, with the fewest keys, learns a deep backlog in
-// one claim but cuts the first claims of every relay short over keys one
-// event deep.) Once learned from runs that ended, it is kept,
-// each run cut at its cap, for probeEvery claims before one claim tries
-// deeper runs. A claim walks at least as many keys as the relay delivers
-// runs at once (WithConcurrency), so that a batch of a few deep keys still
-// delivers them side by side.
+// many keys as it takes events, so that a backlog over many keys one event
+// deep fills the first batch, and a relay made for one RunOnce claims a
+// whole batch), doubles while most keys had more events than the claim
+// took of them, and falls to the keys' average run when most had fewer.
+// (Starting deep, with the fewest keys, learns a deep backlog in one claim
+// but cuts the first claims of every relay short over keys one event
+// deep.) Once learned from runs that ended, it is kept, each run cut at
+// its cap, for probeEvery claims before one claim tries deeper runs. A
+// claim walks at least as many keys as the relay delivers runs at once
+// (WithConcurrency), so that a batch of a few deep keys still delivers
+// them side by side.
 type runDepth struct {
 	mu      sync.Mutex
 	depth   int  // at least 1 (0 is read as 1)
