@@ -10,7 +10,8 @@ import (
 
 // heads walks the keys from after from to the last key, then from the
 // first key up to from, and returns the claimable heads it locked, at most
-// c.maxHeads.
+// c.maxHeads, in the walk's order (keys ascending after from, then
+// ascending from the first key: runs reads each stretch as one range).
 func (c *claim) heads(from string) ([]sqldriver.ClaimedEvent, error) {
 	var out []sqldriver.ClaimedEvent
 	type segment struct {
@@ -34,6 +35,8 @@ func (c *claim) heads(from string) ([]sqldriver.ClaimedEvent, error) {
 				if err != nil {
 					return nil, err
 				}
+				// In key order again: the locking read returns them by id.
+				slices.SortFunc(got, func(a, b sqldriver.ClaimedEvent) int { return strings.Compare(a.PartitionKey, b.PartitionKey) })
 				out = append(out, got...)
 				ids = ids[n:]
 			}
