@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"errors"
 	"sync"
+	"time"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -105,6 +106,43 @@ func TestDedupeConcurrentWriters(t *testing.T) {
 		}
 		if n := count(t, db, &Order{}); n != writers*rounds {
 			t.Errorf("%d orders, want %d: every writer's transaction commits", n, writers*rounds)
+		}
+	})
+}
+
+// Two transactions emitting application-chosen ids whose order
+// interleaves (b, d, then c between them, then a before b) both commit:
+// telling a duplicate from an insert locks no gap between ids. On MariaDB
+// each transaction's check once locked the gap before its id, and the
+// two inserts that followed waited for each other: a deadlock.
+func TestDedupeWritersLeaveGapsFree(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		if db.Dialector.Name() == "sqlite" {
+			t.Skip("one writer at a time: transactions cannot interleave")
+		}
+		emit := func(tx *gorm.DB, id string) error {
+			return outbox.Emit(tx, outbox.Event{ID: "gaps-" + id, Type: "gaps", Payload: id})
+		}
+		a, b := db.Begin(), db.Begin()
+		defer a.Rollback()
+		defer b.Rollback()
+		must(t, emit(a, "b"))
+		must(t, emit(b, "d"))
+		done := make(chan error, 1)
+		go func() { done <- emit(a, "c") }()
+		select {
+		case err := <-done:
+			must(t, err)
+		case <-time.After(2 * time.Second):
+			b.Rollback() // let a go on
+			<-done
+			t.Fatal("emit of gaps-c waited for the transaction that emitted gaps-d")
+		}
+		must(t, emit(b, "a"))
+		must(t, a.Commit().Error)
+		must(t, b.Commit().Error)
+		if n := countEvents(t, db, "type = ?", "gaps"); n != 4 {
+			t.Errorf("%d events, want 4", n)
 		}
 	})
 }

@@ -144,18 +144,9 @@ func (w *writer) checkDuplicates(tx *gorm.DB, events []encodedEvent) error {
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	var rows []storedEvent
-	err := w.drv.FindEvents(tx, sqldriver.FindEventsParams{
-		Table:   w.table,
-		Columns: "event_id, type, version, tenant_id, aggregate_type, aggregate_id, partition_key, topic, payload, headers, max_attempts",
-		IDs:     ids,
-	}, &rows)
+	stored, err := w.findEvents(tx, ids)
 	if err != nil {
-		return fmt.Errorf("outbox: reading duplicate events: %w", err)
-	}
-	stored := make(map[string]*storedEvent, len(rows))
-	for i := range rows {
-		stored[rows[i].EventID] = &rows[i]
+		return err
 	}
 	for i := range events {
 		e := &events[i]
@@ -171,6 +162,39 @@ func (w *writer) checkDuplicates(tx *gorm.DB, events []encodedEvent) error {
 		}
 	}
 	return nil
+}
+
+// findEvents reads the stored rows of ids. A first read sees the rows
+// this transaction inserted and those committed before its snapshot; only
+// the ids it misses (rows another transaction committed since) are read
+// again for the latest rows, which on MySQL is a locking read that would
+// also lock the gaps between ids. The compared fields are never updated,
+// so a row seen in the snapshot is the row the insert ran into, unless it
+// was deleted (published, past retention) and written again under its id
+// meanwhile: the event is then compared with the earlier row, as if this
+// transaction had run just before the deletion.
+func (w *writer) findEvents(tx *gorm.DB, ids []string) (map[string]*storedEvent, error) {
+	stored := make(map[string]*storedEvent, len(ids))
+	for _, latest := range []bool{false, true} {
+		var rows []storedEvent
+		err := w.drv.FindEvents(tx, sqldriver.FindEventsParams{
+			Table:   w.table,
+			Columns: "event_id, type, version, tenant_id, aggregate_type, aggregate_id, partition_key, topic, payload, headers, max_attempts",
+			IDs:     ids,
+			Latest:  latest,
+		}, &rows)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: reading duplicate events: %w", err)
+		}
+		for i := range rows {
+			stored[rows[i].EventID] = &rows[i]
+		}
+		ids = slices.DeleteFunc(ids, func(id string) bool { return stored[id] != nil })
+		if len(ids) == 0 {
+			break
+		}
+	}
+	return stored, nil
 }
 
 // differs names the first field in which e and s differ, or returns "".

@@ -205,6 +205,11 @@ type FindEventsParams struct {
 	Table   string
 	Columns string // a column list of the outbox table
 	IDs     []string
+	// Latest reads the latest committed rows even where tx reads a
+	// snapshot that may be older. The writer sets it only for the ids a
+	// read without it did not find: on MySQL it is a locking read, which
+	// locks the gap before each id read.
+	Latest bool
 }
 
 // Writer is the write path's SQL.
@@ -223,8 +228,9 @@ type Writer interface {
 	// database with a single writer may do nothing.
 	LockKeys(tx *gorm.DB, p LockKeysParams) error
 	// FindEvents reads the columns of the rows with the event ids into
-	// dest, seeing the latest committed rows even when tx's snapshot is
-	// older (a row another transaction inserted under the same id).
+	// dest. It sees the rows tx wrote and those committed before tx's
+	// snapshot; with p.Latest, also those committed since (a row another
+	// transaction inserted under the same id).
 	FindEvents(tx *gorm.DB, p FindEventsParams, dest any) error
 }
 

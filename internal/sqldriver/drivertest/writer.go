@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ func exerciseWriter(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *
 	s := suite{drv: drv, setup: setup}
 	t.Run("InsertEvents", s.writerInsertEvents)
 	t.Run("FindEvents", s.writerFindEvents)
+	t.Run("FindEventsLeavesGapsFree", s.writerFindEventsLeavesGapsFree)
 	t.Run("LockKeysSerialises", s.writerLockKeysSerialises)
 	t.Run("LockKeysNoDeadlock", s.writerLockKeysNoDeadlock)
 }
@@ -52,14 +54,15 @@ func (s suite) writerInsertEvents(t *testing.T) {
 	}
 }
 
-// FindEvents reads the rows of the ids, including one another
-// transaction committed after this transaction's first read.
+// FindEvents reads the rows of the ids: those the transaction wrote and,
+// with Latest, one another transaction committed after this
+// transaction's first read.
 func (s suite) writerFindEvents(t *testing.T) {
 	db := s.setup(t)
 	insert(t, s.drv, db, false, event("a", "", nil))
-	find := func(tx *gorm.DB, ids ...string) []string {
+	find := func(tx *gorm.DB, latest bool, ids ...string) []string {
 		var got []string
-		must(t, s.drv.FindEvents(tx, sqldriver.FindEventsParams{Table: Table, Columns: "event_id", IDs: ids}, &got))
+		must(t, s.drv.FindEvents(tx, sqldriver.FindEventsParams{Table: Table, Columns: "event_id", IDs: ids, Latest: latest}, &got))
 		return got
 	}
 	tx := db.Begin()
@@ -67,19 +70,74 @@ func (s suite) writerFindEvents(t *testing.T) {
 	// Only a is read first: on MySQL a locking read of the absent b would
 	// lock its gap and keep the other writer waiting, and the case would
 	// not be exercised there.
-	if got := find(tx, "a"); len(got) != 1 || got[0] != "a" {
+	if got := find(tx, false, "a"); len(got) != 1 || got[0] != "a" {
 		t.Fatalf("FindEvents(a) = %v, want [a]", got)
 	}
 	var n int
 	must(t, tx.Raw("SELECT COUNT(*) FROM "+Table).Row().Scan(&n)) // a snapshot, where reads take one
+	_, err := s.drv.InsertEvents(tx, sqldriver.InsertEventsParams{Table: Table, Rows: []sqldriver.EventRow{event("c", "", nil)}, Now: time.Now()})
+	must(t, err)
+	if got := find(tx, false, "c"); len(got) != 1 {
+		t.Fatalf("FindEvents(c) after this transaction inserted c = %v, want [c]", got)
+	}
 	if !otherWriterCommits(t, db, func(db *gorm.DB) error {
 		_, err := s.drv.InsertEvents(db, sqldriver.InsertEventsParams{Table: Table, Rows: []sqldriver.EventRow{event("b", "", nil)}, Now: time.Now()})
 		return err
 	}) {
 		return
 	}
-	if got := find(tx, "b"); len(got) != 1 {
-		t.Fatalf("FindEvents(b) after another transaction committed b = %v, want [b]", got)
+	if got := find(tx, true, "b"); len(got) != 1 {
+		t.Fatalf("FindEvents(b, Latest) after another transaction committed b = %v, want [b]", got)
+	}
+}
+
+// Two writers of application-chosen ids, each reading its rows back with
+// FindEvents (as the writer does to tell a duplicate from an insert), do
+// not wait for each other: the read locks no gap between ids, into which
+// the other writer inserts. (MariaDB's locking read of an id locked the
+// gap before it: each writer's next insert waited for the other's, a
+// deadlock.)
+func (s suite) writerFindEventsLeavesGapsFree(t *testing.T) {
+	if !s.drv.ConcurrentWriters() {
+		t.Skip("one writer at a time: writers cannot interleave")
+	}
+	db := s.setup(t)
+	write := func(tx *gorm.DB, id string) error {
+		rows := []sqldriver.EventRow{event(id, "", nil)}
+		if _, err := s.drv.InsertEvents(tx, sqldriver.InsertEventsParams{Table: Table, Rows: rows, SkipDuplicates: true, Now: time.Now()}); err != nil {
+			return err
+		}
+		var got []string
+		if err := s.drv.FindEvents(tx, sqldriver.FindEventsParams{Table: Table, Columns: "event_id", IDs: []string{id}}, &got); err != nil {
+			return err
+		}
+		if len(got) != 1 || got[0] != id {
+			return fmt.Errorf("FindEvents(%s) = %v, want [%s]", id, got, id)
+		}
+		return nil
+	}
+	insert(t, s.drv, db, false, event("0", "", nil), event("z", "", nil))
+	a, b := db.Begin(), db.Begin()
+	defer a.Rollback()
+	defer b.Rollback()
+	must(t, write(a, "b"))
+	must(t, write(b, "d"))
+	// A writes c, between its b and B's d; then B writes a, before A's b.
+	done := make(chan error, 1)
+	go func() { done <- write(a, "c") }()
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(2 * time.Second):
+		b.Rollback() // let A go on
+		<-done
+		t.Fatal("a writer's insert waited for the other writer, which had read back an id above it")
+	}
+	must(t, write(b, "a"))
+	must(t, a.Commit().Error)
+	must(t, b.Commit().Error)
+	if got := count(t, db, Table, "1 = 1"); got != 6 {
+		t.Fatalf("%d rows, want 6", got)
 	}
 }
 

@@ -162,12 +162,19 @@ func (Driver) LockKeys(tx *gorm.DB, p sqldriver.LockKeysParams) error {
 	return tx.Exec(sql.String(), args...).Error
 }
 
-// FindEvents reads with LOCK IN SHARE MODE: InnoDB's REPEATABLE READ
-// would read the transaction's snapshot, which may predate a row another
-// transaction committed under the same id; a shared locking read sees the
-// latest committed row (MariaDB has no FOR SHARE).
+// FindEvents reads plainly, and with p.Latest with LOCK IN SHARE MODE:
+// InnoDB's REPEATABLE READ reads the transaction's snapshot, which may
+// predate a row another transaction committed under the same id; a shared
+// locking read sees the latest committed row (MariaDB has no FOR SHARE).
+// The locking read is kept for the ids the plain one missed: it locks the
+// gap before each id as well (even a unique key's equality takes a
+// next-key lock on MariaDB), and two writers that inserted into the gaps
+// the other had read deadlocked.
 func (Driver) FindEvents(tx *gorm.DB, p sqldriver.FindEventsParams, dest any) error {
-	return sqldriver.FindEvents(tx, p, " LOCK IN SHARE MODE", dest)
+	if p.Latest {
+		return sqldriver.FindEvents(tx, p, " LOCK IN SHARE MODE", dest)
+	}
+	return sqldriver.FindEvents(tx, p, "", dest)
 }
 
 // InsertKey inserts with ON DUPLICATE KEY UPDATE. A count of 0 is a
