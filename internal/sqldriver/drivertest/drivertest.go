@@ -41,6 +41,7 @@ func Exercise(t *testing.T, drv sqldriver.Driver, open func(t *testing.T) *gorm.
 	t.Run("Idempotency", func(t *testing.T) { exerciseIdempotency(t, drv, setup) })
 	t.Run("Claimer", func(t *testing.T) { exerciseClaimer(t, drv, setup) })
 	t.Run("Retention", func(t *testing.T) { exerciseRetention(t, drv, setup) })
+	t.Run("KeyLocks", func(t *testing.T) { exerciseKeyLocks(t, drv, setup) })
 	t.Run("RelayLocker", func(t *testing.T) { exerciseRelayLocker(t, drv, setup) })
 	t.Run("AttemptLog", func(t *testing.T) { exerciseAttemptLog(t, drv, setup) })
 	t.Run("Migration", func(t *testing.T) { exerciseMigration(t, drv, open) })

@@ -50,36 +50,6 @@ func exerciseRetention(t *testing.T, drv sqldriver.Driver, setup func(*testing.T
 			t.Fatalf("left %v, want dead, failed, pending, recent", left)
 		}
 	})
-
-	// PruneKeyLocks keeps the locks used recently, deletes the others, and
-	// never stops keys from being locked again.
-	t.Run("PruneKeyLocks", func(t *testing.T) {
-		db := setup(t)
-		lock := func(keys ...string) {
-			must(t, db.Transaction(func(tx *gorm.DB) error {
-				return drv.LockKeys(tx, sqldriver.LockKeysParams{Table: Table, Keys: keys})
-			}))
-		}
-		lock("a", "b")
-		if n, err := drv.PruneKeyLocks(t.Context(), db, Table, time.Hour, 100); err != nil || n != 0 {
-			t.Fatalf("PruneKeyLocks(1h) right after locking: %d, %v; want 0", n, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-		n, err := drv.PruneKeyLocks(t.Context(), db, Table, time.Millisecond, 1)
-		must(t, err)
-		if n > 1 {
-			t.Fatalf("PruneKeyLocks with limit 1 deleted %d", n)
-		}
-		if ok, _ := drv.TableExists(db, Table+"_keys"); ok {
-			if n != 1 {
-				t.Fatalf("PruneKeyLocks(1ms) deleted %d of the 2 old lock rows, want 1 (the limit)", n)
-			}
-			if got := count(t, db, Table+"_keys", "1 = 1"); got != 1 {
-				t.Fatalf("%d lock rows left, want 1", got)
-			}
-		}
-		lock("a", "b")
-	})
 }
 
 func exerciseMigration(t *testing.T, drv sqldriver.Driver, open func(*testing.T) *gorm.DB) {

@@ -8,6 +8,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -204,11 +205,28 @@ func (d Driver) DeletePublished(ctx context.Context, db *gorm.DB, p sqldriver.De
 	return sqldriver.DeletePublished(ctx, db, d, p)
 }
 
-// PruneKeyLocks deletes rows of <table>_keys not locked for olderThan.
+// PruneKeyLocks deletes rows of <table>_keys not locked for olderThan, in
+// a READ COMMITTED transaction: a locking read that skips the rows writers
+// hold, then a DELETE of the rows it locked. No index serves locked_at (a
+// writer would update it on every lock), so the read scans the table;
+// under READ COMMITTED it keeps the locks of the rows it deletes only. (A
+// DELETE … WHERE locked_at < … under REPEATABLE READ locked every row it
+// scanned and waited for any row a writer held, and the writers of the
+// rows it had passed waited behind it.)
 func (Driver) PruneKeyLocks(ctx context.Context, db *gorm.DB, table string, olderThan time.Duration, limit int) (int64, error) {
-	res := db.WithContext(ctx).Exec("DELETE FROM "+table+"_keys WHERE locked_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND LIMIT ?",
-		olderThan.Microseconds(), limit)
-	return res.RowsAffected, res.Error
+	var n int64
+	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var keys []string
+		err := tx.Raw("SELECT partition_key FROM "+table+"_keys WHERE locked_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND LIMIT ? FOR UPDATE SKIP LOCKED",
+			olderThan.Microseconds(), limit).Scan(&keys).Error
+		if err != nil || len(keys) == 0 {
+			return err
+		}
+		res := tx.Exec("DELETE FROM "+table+"_keys WHERE partition_key IN ?", keys)
+		n = res.RowsAffected
+		return res.Error
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	return n, err
 }
 
 // migrateLockName is the named lock that serialises migrations.
