@@ -151,12 +151,12 @@
 // are each several events deep, the relay learns their depth from its
 // claims and walks fewer keys per claim, taking longer runs of each (a
 // probe per key costs far more than the next event of a run). 1,000 keys 8
-// deep drain at about 0.85-0.9 of the rate of events without a key on
-// SQLite, 0.8-0.85 on PostgreSQL and 0.75-0.85 on MariaDB
-// (BenchmarkKeyedBacklog), against 0.55-0.66 and 0.54 when every claim
-// walked a key per event. On PostgreSQL the rest is the claim's own cost:
-// a keyed event's claim also writes its entry of the key index, which
-// holds publishing events so that their keys wait. A claim still walks at
+// deep drain at about 0.87 of the rate of events without a key on SQLite,
+// 0.8 on PostgreSQL and 0.8 on MariaDB (BenchmarkKeyedBacklog, medians of
+// 16 iterations), against 0.55-0.66 and 0.54 when every claim walked a
+// key per event. On PostgreSQL the rest is the claim's own cost: a keyed
+// event's claim also writes its entry of the key index, which holds
+// publishing events so that their keys wait. A claim still walks at
 // least WithConcurrency keys, so that few deep keys are delivered side by
 // side.
 //
