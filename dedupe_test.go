@@ -3,8 +3,8 @@ package outbox_test
 import (
 	"errors"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	mysqldriver "gorm.io/driver/mysql"

@@ -99,8 +99,9 @@
 //     transactions: writers of one key wait for each other from Emit until
 //     commit (a transaction-scoped advisory lock on PostgreSQL, a row of
 //     outbox_events_keys on MySQL; SQLite has one writer). The relay
-//     delivers them in that order. On MySQL the first concurrent writers of
-//     a brand-new key can fail with InnoDB's deadlock error 1213; retry the
+//     delivers them in that order. On MySQL, when the first writer of a
+//     brand-new key rolls back while two or more others wait for it, one
+//     of those can fail with InnoDB's deadlock error 1213; retry the
 //     transaction, as with any deadlock.
 //   - The W3C trace context of the context's current OpenTelemetry span is
 //     stored in the "traceparent" header, so that delivery continues the

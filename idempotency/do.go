@@ -66,9 +66,10 @@ func SideEffectJSON[T any](ctx context.Context, s *Store, effectKey string, fn f
 // succeeded.
 //
 // Concurrent DoTx calls of one key run fn once: the second waits for the
-// first to commit (then skips) or roll back (then runs). On MySQL the
-// first concurrent callers of a new key can get InnoDB's deadlock error
-// 1213; retry as with any deadlock. A key held by a running Do or
+// first to commit (then skips) or roll back (then runs). On MySQL, when
+// the first caller of a new key rolls back while two or more others wait
+// for it, one of those can get InnoDB's deadlock error 1213; retry as with
+// any deadlock. A key held by a running Do or
 // SideEffect makes DoTx return ErrInProgress, until that holder's lease
 // has expired (it died): then DoTx takes the key over.
 func (s *Store) DoTx(ctx context.Context, key string, fn func(tx *gorm.DB) error) error {
