@@ -11,8 +11,10 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/dialect"
 	"github.com/gormoutbox/outbox/internal/optionerr"
 )
 
@@ -76,6 +78,28 @@ func defaultConfig() config {
 		listen:       true,
 		heartbeat:    DefaultHeartbeat,
 		Errors:       optionerr.Errors{Sentinel: ErrInvalidOption},
+	}
+}
+
+// fillDefaults sets what the options left unset and depends on db: the
+// registry of the plugin installed on db, a worker id, slog's default
+// logger, and the poll interval (longer where the relay is woken by
+// LISTEN on kind's database).
+func (c *config) fillDefaults(db *gorm.DB, kind dialect.Kind) {
+	if p, err := outbox.Lookup(db); c.registry == nil && err == nil {
+		c.registry = p.Registry
+	}
+	if c.workerID == "" {
+		c.workerID = defaultWorkerID()
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	if c.pollInterval == 0 {
+		c.pollInterval = DefaultPollInterval
+		if kind.Driver().Listens() && c.listen {
+			c.pollInterval = DefaultListenPollInterval
+		}
 	}
 }
 

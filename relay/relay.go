@@ -146,16 +146,8 @@ type Relay struct {
 // parseTime=true. It fails with an error wrapping outbox.ErrNotMigrated
 // when a table it uses does not exist (see outbox.Migrate).
 func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: db is nil", ErrInvalidOption)
-	}
-	if pub == nil {
-		return nil, fmt.Errorf("%w: publisher is nil", ErrInvalidOption)
-	}
-	if v, ok := pub.(Validator); ok {
-		if err := v.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: publisher: %w", ErrInvalidOption, err)
-		}
+	if err := checkArgs(db, pub); err != nil {
+		return nil, err
 	}
 	kind, err := dialect.Of(db)
 	if err != nil {
@@ -168,21 +160,7 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 	if err := cfg.Err(); err != nil {
 		return nil, err
 	}
-	if p, err := outbox.Lookup(db); cfg.registry == nil && err == nil {
-		cfg.registry = p.Registry
-	}
-	if cfg.workerID == "" {
-		cfg.workerID = defaultWorkerID()
-	}
-	if cfg.logger == nil {
-		cfg.logger = slog.Default()
-	}
-	if cfg.pollInterval == 0 {
-		cfg.pollInterval = DefaultPollInterval
-		if kind.Driver().Listens() && cfg.listen {
-			cfg.pollInterval = DefaultListenPollInterval
-		}
-	}
+	cfg.fillDefaults(db, kind)
 	table := tableOf(db)
 	tables := kind.OutboxTables(table)
 	if cfg.attemptLog {
@@ -209,6 +187,23 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 		return nil, fmt.Errorf("relay: creating metrics: %w", err)
 	}
 	return r, nil
+}
+
+// checkArgs refuses a nil db or publisher, and a publisher whose Validate
+// fails.
+func checkArgs(db *gorm.DB, pub Publisher) error {
+	if db == nil {
+		return fmt.Errorf("%w: db is nil", ErrInvalidOption)
+	}
+	if pub == nil {
+		return fmt.Errorf("%w: publisher is nil", ErrInvalidOption)
+	}
+	if v, ok := pub.(Validator); ok {
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("%w: publisher: %w", ErrInvalidOption, err)
+		}
+	}
+	return nil
 }
 
 // checkDB refuses a connection whose settings the relay cannot work with

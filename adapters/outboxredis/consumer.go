@@ -84,18 +84,7 @@ func NewConsumer(rdb redis.UniversalClient, stream, group, consumer string, h Ha
 			cfg.Add(err)
 		}
 	}
-	if cfg.handlerTimeout == 0 {
-		cfg.handlerTimeout = cfg.minIdle
-	}
-	if cfg.claimInterval == 0 {
-		cfg.claimInterval = max(min(cfg.minIdle, cfg.retryDelay, 20*time.Second)/2, time.Millisecond)
-	}
-	if cfg.logger == nil {
-		cfg.logger = slog.Default()
-	}
-	if cfg.tracerProvider == nil {
-		cfg.tracerProvider = otel.GetTracerProvider()
-	}
+	cfg.fillDefaults()
 	return &Consumer{
 		rdb:        rdb,
 		stream:     stream,
@@ -109,6 +98,25 @@ func NewConsumer(rdb redis.UniversalClient, stream, group, consumer string, h Ha
 		waiting:    map[string]bool{},
 		acked:      map[string]bool{},
 		excusedKey: ExcusedKey(stream, group),
+	}
+}
+
+// fillDefaults sets what the options left unset and derives from others:
+// the handler timeout (the minimum idle time), the claim interval (half
+// the shorter of the minimum idle time, the retry delay and 20s), slog's
+// default logger and OpenTelemetry's global tracer provider.
+func (cfg *consumerConfig) fillDefaults() {
+	if cfg.handlerTimeout == 0 {
+		cfg.handlerTimeout = cfg.minIdle
+	}
+	if cfg.claimInterval == 0 {
+		cfg.claimInterval = max(min(cfg.minIdle, cfg.retryDelay, 20*time.Second)/2, time.Millisecond)
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	if cfg.tracerProvider == nil {
+		cfg.tracerProvider = otel.GetTracerProvider()
 	}
 }
 
