@@ -163,34 +163,62 @@ func Check(t testing.TB, db *gorm.DB, exp Expect) Report {
 		t.Errorf("%d effects of events that never committed", n)
 	}
 
-	lostSQL := `SELECT o.event_id FROM fault_orders o WHERE NOT EXISTS (SELECT 1 FROM fault_effects f WHERE f.event_id = o.event_id)`
-	var lost []string
-	if err := db.Raw(lostSQL).Scan(&lost).Error; err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range lost {
-		if !slices.Contains(exp.Dead, id) {
-			r.Lost++
-		}
-	}
-	if r.Lost > 0 {
-		msg := sample(t, db, lostSQL)
-		if exp.Explain != nil {
-			msg += exp.Explain(lost[:min(len(lost), 5)])
-		}
-		t.Errorf("%d committed events have no effect: %s", r.Lost, msg)
-	}
+	r.Lost = checkLost(t, db, exp)
 
 	r.Unfinished = count(t, db, unfinishedSQL+` AND type = ?`, TypeWork)
 	if r.Unfinished > 0 {
 		t.Errorf("%d events are still unfinished: %v", r.Unfinished, statuses(t, db))
 	}
+	r.Dead = checkDead(t, db, exp)
+
+	r.HalfWritten = count(t, db, `SELECT COUNT(*) FROM fault_orders o WHERE NOT EXISTS (SELECT 1 FROM outbox_events e WHERE e.event_id = o.event_id)`) +
+		count(t, db, `SELECT COUNT(*) FROM outbox_events e WHERE e.type = ? AND NOT EXISTS (SELECT 1 FROM fault_orders o WHERE o.event_id = e.event_id)`, TypeWork)
+	if r.HalfWritten > 0 {
+		t.Errorf("%d business rows and events committed without each other", r.HalfWritten)
+	}
+	r.MaxAttempts = count(t, db, `SELECT COALESCE(MAX(attempts), 0) FROM outbox_events`)
+	if exp.Ordered {
+		r.OrderViolations = checkOrder(t, db)
+	}
+	return r
+}
+
+// checkLost fails t for each committed event without an effect that exp
+// does not expect dead, and returns their number.
+func checkLost(t testing.TB, db *gorm.DB, exp Expect) int {
+	t.Helper()
+	lostSQL := `SELECT o.event_id FROM fault_orders o WHERE NOT EXISTS (SELECT 1 FROM fault_effects f WHERE f.event_id = o.event_id)`
+	var (
+		lost []string
+		n    int
+	)
+	if err := db.Raw(lostSQL).Scan(&lost).Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range lost {
+		if !slices.Contains(exp.Dead, id) {
+			n++
+		}
+	}
+	if n > 0 {
+		msg := sample(t, db, lostSQL)
+		if exp.Explain != nil {
+			msg += exp.Explain(lost[:min(len(lost), 5)])
+		}
+		t.Errorf("%d committed events have no effect: %s", n, msg)
+	}
+	return n
+}
+
+// checkDead fails t for each dead event exp does not expect and each
+// expected one that is not dead, and returns the number of dead events.
+func checkDead(t testing.TB, db *gorm.DB, exp Expect) int {
+	t.Helper()
 	deadSQL := `SELECT event_id FROM outbox_events WHERE status = 'dead'`
 	var dead []string
 	if err := db.Raw(deadSQL).Scan(&dead).Error; err != nil {
 		t.Fatal(err)
 	}
-	r.Dead = len(dead)
 	for _, id := range dead {
 		if !slices.Contains(exp.Dead, id) {
 			var last string
@@ -203,17 +231,7 @@ func Check(t testing.TB, db *gorm.DB, exp Expect) Report {
 			t.Errorf("event %s should be dead; it is %v", id, statusOf(db, id))
 		}
 	}
-
-	r.HalfWritten = count(t, db, `SELECT COUNT(*) FROM fault_orders o WHERE NOT EXISTS (SELECT 1 FROM outbox_events e WHERE e.event_id = o.event_id)`) +
-		count(t, db, `SELECT COUNT(*) FROM outbox_events e WHERE e.type = ? AND NOT EXISTS (SELECT 1 FROM fault_orders o WHERE o.event_id = e.event_id)`, TypeWork)
-	if r.HalfWritten > 0 {
-		t.Errorf("%d business rows and events committed without each other", r.HalfWritten)
-	}
-	r.MaxAttempts = count(t, db, `SELECT COALESCE(MAX(attempts), 0) FROM outbox_events`)
-	if exp.Ordered {
-		r.OrderViolations = checkOrder(t, db)
-	}
-	return r
+	return len(dead)
 }
 
 func statusOf(db *gorm.DB, id string) string {
