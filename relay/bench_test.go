@@ -246,21 +246,13 @@ func BenchmarkKeyedBacklog(b *testing.B) {
 				unkeyed, keys8, keys1000 = append(unkeyed, u), append(keys8, k8), append(keys1000, k1000)
 				ratio8, ratio1000 = append(ratio8, k8/u), append(ratio1000, k1000/u)
 			}
-			b.ReportMetric(median(unkeyed), "unkeyed-events/s")
-			b.ReportMetric(median(keys8), "8keys-events/s")
-			b.ReportMetric(median(keys1000), "1000keys-events/s")
-			b.ReportMetric(median(ratio8), "8keys/unkeyed")
-			b.ReportMetric(median(ratio1000), "1000keys/unkeyed")
+			b.ReportMetric(testenv.Median(unkeyed), "unkeyed-events/s")
+			b.ReportMetric(testenv.Median(keys8), "8keys-events/s")
+			b.ReportMetric(testenv.Median(keys1000), "1000keys-events/s")
+			b.ReportMetric(testenv.Median(ratio8), "8keys/unkeyed")
+			b.ReportMetric(testenv.Median(ratio1000), "1000keys/unkeyed")
 		})
 	}
-}
-
-// median is the middle of xs (the mean of the two middle ones when their
-// number is even).
-func median(xs []float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	n := len(s)
-	return (s[n/2] + s[(n-1)/2]) / 2
 }
 
 // keyedDrainLimit bounds one drain of BenchmarkKeyedBacklog.
@@ -281,7 +273,7 @@ func drainKeyed(b *testing.B, db *gorm.DB, n, keys int) float64 {
 		}
 		return e
 	})
-	analyze(b, db)
+	testenv.Analyze(b, db)
 	var done atomic.Int64
 	pub := relay.PublisherFunc(func(context.Context, *outbox.Envelope) error { done.Add(1); return nil })
 	r, err := relay.New(db, pub, relay.WithLogger(testLogger(b)))
@@ -305,22 +297,4 @@ func drainKeyed(b *testing.B, db *gorm.DB, n, keys int) float64 {
 		b.Logf("%d keys: %d of %d events published in %v", keys, got, n, took.Round(time.Millisecond))
 	}
 	return float64(got) / took.Seconds()
-}
-
-// analyze refreshes the planner's statistics of the outbox table, and on
-// PostgreSQL removes the index entries of the rows the last drain
-// updated and deleted first (VACUUM), so that no drain steps over the
-// dead entries another left in the same index.
-func analyze(b *testing.B, db *gorm.DB) {
-	b.Helper()
-	q := "ANALYZE outbox_events"
-	switch db.Dialector.Name() {
-	case "mysql":
-		q = "ANALYZE TABLE outbox_events"
-	case "postgres":
-		q = "VACUUM ANALYZE outbox_events"
-	}
-	if err := db.Exec(q).Error; err != nil {
-		b.Fatal(err)
-	}
 }

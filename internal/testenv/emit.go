@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"slices"
 	"testing"
 
 	"gorm.io/gorm"
@@ -23,4 +24,31 @@ func Emit(t testing.TB, db *gorm.DB, n int, mk func(i int) outbox.Event) {
 			t.Fatalf("emitting events %d…: %v", start, err)
 		}
 	}
+}
+
+// Analyze refreshes the planner's statistics of the outbox table, and on
+// PostgreSQL first removes the index entries of rows updated and deleted
+// before (VACUUM), so that a benchmark does not step over the dead entries
+// the previous one left in the same index.
+func Analyze(t testing.TB, db *gorm.DB) {
+	t.Helper()
+	q := "ANALYZE outbox_events"
+	switch db.Dialector.Name() {
+	case "mysql":
+		q = "ANALYZE TABLE outbox_events"
+	case "postgres":
+		q = "VACUUM ANALYZE outbox_events"
+	}
+	if err := db.Exec(q).Error; err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// Median is the middle of xs (the mean of the two middle ones when their
+// number is even): benchmarks report it rather than a mean, which one
+// stall of a small machine would skew.
+func Median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	return (s[n/2] + s[(n-1)/2]) / 2
 }
