@@ -26,7 +26,9 @@ import (
 // concurrent writers), the janitor (retention, in a goroutine of its own
 // where the database takes concurrent writers), and the fetcher, which
 // runs in Start's goroutine and runs the rescuer (and on SQLite the
-// janitor) between batches. With WithSingleActive, the single-active
+// janitor) between batches. Before the first claim it opens the pool
+// connections these services use at once (warmPool), so that the first
+// batch's completion does not wait for one to open. With WithSingleActive, the single-active
 // service holds the table's lock and the fetcher claims only while it is
 // active. They stop in this order: the fetcher (ctx), the completer (the
 // batch in hand recorded), the janitor, the single-active service (the
@@ -100,6 +102,7 @@ func (c *counters) add(r Result) {
 // runFetcher runs fetch until ctx ends, with the claims on a connection of
 // their own meanwhile where the driver keeps one (claimConn).
 func (r *Relay) runFetcher(ctx context.Context, fetch *fetcher) {
+	r.warmPool(ctx)
 	cc := newClaimConn(r)
 	r.claimConn.Store(cc)
 	defer func() {

@@ -15,9 +15,10 @@ type Proxy struct {
 	target string
 	ln     net.Listener
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
+	mu       sync.Mutex
+	cut      bool
+	conns    map[net.Conn]struct{}
+	accepted int
 }
 
 // NewProxy listens on a free local port and forwards to target; it is
@@ -36,6 +37,13 @@ func NewProxy(t testing.TB, target string) *Proxy {
 
 // Addr is the address clients should dial.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Accepted is how many connections clients have opened through the proxy.
+func (p *Proxy) Accepted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.accepted
+}
 
 // Cut closes every open connection and refuses new ones until Restore.
 func (p *Proxy) Cut() {
@@ -65,6 +73,7 @@ func (p *Proxy) serve() {
 			continue
 		}
 		p.mu.Lock()
+		p.accepted++
 		if p.cut {
 			p.mu.Unlock()
 			_ = c.Close()
