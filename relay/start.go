@@ -28,11 +28,12 @@ import (
 // runs in Start's goroutine and runs the rescuer (and on SQLite the
 // janitor) between batches. Before the first claim it opens the pool
 // connections these services use at once (warmPool), so that the first
-// batch's completion does not wait for one to open. With WithSingleActive, the single-active
-// service holds the table's lock and the fetcher claims only while it is
-// active. They stop in this order: the fetcher (ctx), the completer (the
-// batch in hand recorded), the janitor, the single-active service (the
-// lock released), then the heartbeater and the listener.
+// batch's completion does not wait for one to open. With
+// WithSingleActive, the single-active service holds the table's lock and
+// the fetcher claims only while it is active. They stop in this order: the
+// fetcher (ctx), the completer (the batch in hand recorded), the janitor,
+// the single-active service (the lock released), then the heartbeater and
+// the listener.
 func (r *Relay) Start(ctx context.Context) error {
 	if err := r.acquire(); err != nil {
 		return err

@@ -16,9 +16,9 @@ const warmConns = 3
 // idle), reads the outbox table on each (a backend's first statement on a
 // table loads the table's and its indexes' descriptions), and hands them
 // back idle. Without it, the first batch's completion opens a connection:
-// tens of milliseconds on PostgreSQL, during which the relay claims
-// nothing (a claim waits for the completion before it), so that the first
-// events after a start waited far longer than the rest.
+// tens of milliseconds on PostgreSQL, during which the next batch waits
+// for the completer and nothing more is claimed, so that the first events
+// after a start waited far longer than the rest.
 //
 // It is skipped where the completion does not run beside the claim
 // (SQLite), and where the pool allows fewer than claimConnMinPool
