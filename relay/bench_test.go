@@ -228,7 +228,7 @@ func BenchmarkLatency(b *testing.B) {
 // second, and one stall of a 2-core machine would skew a mean). A drain
 // that has not finished after keyedDrainLimit reports the rate it reached.
 //
-//	go test -run '^$' -bench BenchmarkKeyedBacklog -benchtime 6x ./relay
+//	go test -run '^$' -bench BenchmarkKeyedBacklog -benchtime 16x ./relay
 func BenchmarkKeyedBacklog(b *testing.B) {
 	const events = 8000
 	for _, d := range testenv.Dialects {
@@ -263,17 +263,7 @@ const keyedDrainLimit = 2 * time.Minute
 // rate at which one relay with default options publishes them.
 func drainKeyed(b *testing.B, db *gorm.DB, n, keys int) float64 {
 	b.Helper()
-	if err := db.Exec("DELETE FROM outbox_events").Error; err != nil {
-		b.Fatal(err)
-	}
-	emitN(b, db, n, func(i int) outbox.Event {
-		e := outbox.Event{Type: "bench", AggregateID: fmt.Sprint(i), Payload: map[string]int{"i": i}}
-		if keys > 0 {
-			e.PartitionKey = fmt.Sprint("key-", i%keys)
-		}
-		return e
-	})
-	testenv.Analyze(b, db)
+	testenv.Backlog(b, db, n, keys)
 	var done atomic.Int64
 	pub := relay.PublisherFunc(func(context.Context, *outbox.Envelope) error { done.Add(1); return nil })
 	r, err := relay.New(db, pub, relay.WithLogger(testLogger(b)))

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -55,17 +54,7 @@ func BenchmarkClaim(b *testing.B) {
 func timeClaim(b *testing.B, db *gorm.DB, drv driver, keys int) float64 {
 	b.Helper()
 	const events, limit = 8000, 1000
-	if err := db.Exec("DELETE FROM outbox_events").Error; err != nil {
-		b.Fatal(err)
-	}
-	testenv.Emit(b, db, events, func(i int) outbox.Event {
-		e := outbox.Event{Type: "bench", AggregateID: fmt.Sprint(i), Payload: map[string]int{"i": i}}
-		if keys > 0 {
-			e.PartitionKey = fmt.Sprint("key-", i%keys)
-		}
-		return e
-	})
-	testenv.Analyze(b, db)
+	testenv.Backlog(b, db, events, keys)
 	heads := limit
 	if keys > 0 {
 		heads = limit / (events / keys)

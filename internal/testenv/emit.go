@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -24,6 +25,25 @@ func Emit(t testing.TB, db *gorm.DB, n int, mk func(i int) outbox.Event) {
 			t.Fatalf("emitting events %d…: %v", start, err)
 		}
 	}
+}
+
+// Backlog empties the outbox table and fills it with n pending events
+// over keys partition keys (event i has key "key-<i mod keys>"; none when
+// keys is 0), then refreshes the statistics (Analyze): the backlog the
+// relay's benchmarks drain and claim.
+func Backlog(t testing.TB, db *gorm.DB, n, keys int) {
+	t.Helper()
+	if err := db.Exec("DELETE FROM outbox_events").Error; err != nil {
+		t.Fatal(err)
+	}
+	Emit(t, db, n, func(i int) outbox.Event {
+		e := outbox.Event{Type: "bench", AggregateID: fmt.Sprint(i), Payload: map[string]int{"i": i}}
+		if keys > 0 {
+			e.PartitionKey = fmt.Sprint("key-", i%keys)
+		}
+		return e
+	})
+	Analyze(t, db)
 }
 
 // Analyze refreshes the planner's statistics of the outbox table, and on
