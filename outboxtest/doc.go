@@ -1,12 +1,38 @@
 // Package outboxtest helps an application test its use of the outbox:
-// assert what a unit of work emitted, and deliver the outbox synchronously
-// through the application's handlers. It needs only the standard library's
-// testing package: any testing.TB will do.
+// a database for each test, assertions on what a unit of work emitted, and
+// the outbox delivered synchronously through the application's handlers.
+// It needs only the standard library's testing package: any testing.TB
+// will do.
+//
+// # A database for each test
+//
+//	db := outboxtest.DB(t, outboxtest.AutoMigrate(&Order{}))
+//
+// DB returns a database of the test's own with the outbox plugin installed
+// and the outbox migrated, dropped when the test ends: a SQLite file by
+// default, or a schema (PostgreSQL) or database (MySQL/MariaDB) of its own
+// on the server that Postgres(dsn), MySQL(dsn) or the variable DatabaseEnv
+// (OUTBOXTEST_DATABASE) names, so that one suite runs on SQLite on a
+// laptop and on the production dialect in CI:
+//
+//	OUTBOXTEST_DATABASE=postgres://app@localhost:5432/app_test go test ./...
+//	OUTBOXTEST_DATABASE='mysql://root@tcp(localhost:3306)/test' go test ./...
+//
+// Plugin installs the application's own outbox.Plugin (a TableName, a
+// Registry), AutoMigrate creates its tables, GormConfig sets its
+// gorm.Config.
+//
+// SQLite runs on gorm.io/driver/sqlite (mattn/go-sqlite3, cgo) in a build
+// with cgo, and on the pure-Go github.com/ncruces/go-sqlite3/gormlite with
+// CGO_ENABLED=0: no driver files of your own. Both drivers register the
+// database/sql name "sqlite3", so a test binary with both panics at start:
+// an application on the pure-Go driver that builds its tests with cgo adds
+// -tags outbox_purego, which makes outboxtest use that driver too.
 //
 // # What a unit of work emitted
 //
 //	func TestPlaceOrder(t *testing.T) {
-//		db := openTestDB(t) // with db.Use(&outbox.Plugin{}) and outbox.Migrate(db)
+//		db := outboxtest.DB(t, outboxtest.AutoMigrate(&Order{}))
 //		placeOrder(db, cart) // the code under test
 //
 //		env := outboxtest.RequireEmitted(t, db, outbox.Event{
@@ -51,7 +77,7 @@
 //
 // # Running the handlers
 //
-//	store, _ := idempotency.NewStore(db)
+//	store, _ := idempotency.NewStore(db) // its table: migrated by DB
 //	mux := inproc.NewMux(store)
 //	mux.Handle("order.created", "send-receipt", sendReceipt)
 //
@@ -86,7 +112,8 @@
 //
 // # Testing helpers of your own
 //
-// The helpers take a TB, which every testing.TB satisfies; a fake TB that
+// The helpers other than DB take a TB, which every testing.TB satisfies
+// (DB takes a testing.TB: it needs Cleanup, TempDir and Skip); a fake TB that
 // records Errorf and FailNow lets you test helpers built on this package,
 // including their failure messages. The helpers return right after
 // FailNow, so a fake whose FailNow returns sees no further effect.

@@ -261,7 +261,7 @@ func (p *batchPub) PublishBatch(_ context.Context, es []*outbox.Envelope) []erro
 
 // Drain keeps a publisher's BatchPublisher, and reports what it failed.
 func TestDrainBatchPublisher(t *testing.T) {
-	db := setup(t, openSQLite(t), "")
+	db := sqliteDB(t)
 	emit(t, db, outbox.Event{Type: "a"}, outbox.Event{Type: "b"}, outbox.Event{Type: "a"})
 	pub := &batchPub{failing: "b"}
 	ft := &fakeT{}
@@ -274,7 +274,7 @@ func TestDrainBatchPublisher(t *testing.T) {
 
 // A panicking publisher fails its event like an error, and is reported.
 func TestDrainPanic(t *testing.T) {
-	db := setup(t, openSQLite(t), "")
+	db := sqliteDB(t)
 	emit(t, db, outbox.Event{Type: "a"})
 	ft := &fakeT{}
 	res := outboxtest.Drain(ft, db, relay.PublisherFunc(func(context.Context, *outbox.Envelope) error { panic("nil map") }),
@@ -288,7 +288,7 @@ func TestDrainPanic(t *testing.T) {
 func TestDrainRefuses(t *testing.T) {
 	// A cancelled context is named as the cause.
 	{
-		db := setup(t, openSQLite(t), "")
+		db := sqliteDB(t)
 		emit(t, db, outbox.Event{Type: "a"})
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -297,7 +297,7 @@ func TestDrainRefuses(t *testing.T) {
 		ft.requireFailed(t, true, "outboxtest: Drain: db's context has ended: context canceled")
 	}
 
-	db := setup(t, openSQLite(t), "")
+	db := sqliteDB(t)
 	pub := relay.PublisherFunc(func(context.Context, *outbox.Envelope) error { return nil })
 
 	ft := &fakeT{}

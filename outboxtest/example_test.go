@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"testing"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/inproc"
 	"github.com/gormoutbox/outbox/idempotency"
-	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/outboxtest"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -36,29 +33,13 @@ func (i *Invoice) AfterCreate(tx *gorm.DB) error {
 	})
 }
 
-// exampleDB opens an in-memory SQLite database with the outbox, the
-// idempotency table and the Invoice table.
-func exampleDB(name string) *gorm.DB {
-	db, err := gorm.Open(testenv.SQLiteDialector("file:"+name+"?mode=memory&cache=shared&_txlock=immediate"), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		log.Fatal(err)
-	}
-	sqlDB, _ := db.DB()
-	sqlDB.SetMaxOpenConns(1) // one connection: no lock contention in a shared in-memory database
-	if err := db.Use(&outbox.Plugin{AutoMigrate: true}); err != nil {
-		log.Fatal(err)
-	}
-	if err := db.AutoMigrate(&Invoice{}); err != nil {
-		log.Fatal(err)
-	}
-	return db
-}
-
 // A test asserts what a unit of work emitted, then runs the handlers.
 func Example() {
 	// In a real test, t is the test's *testing.T.
 	t := &testing.T{}
-	db := exampleDB("outboxtest-example")
+	// A database of the test's own, with the outbox and the Invoice table:
+	// a SQLite file unless OUTBOXTEST_DATABASE names a server.
+	db := outboxtest.DB(t, outboxtest.AutoMigrate(&Invoice{}))
 
 	// The unit of work under test.
 	db.Create(&Invoice{Customer: "ada", Amount: 120})
@@ -71,7 +52,7 @@ func Example() {
 	fmt.Println("emitted", env.Type, "for", env.AggregateType, env.AggregateID, "key", env.PartitionKey)
 
 	// Run the application's handlers, synchronously.
-	store, _ := idempotency.NewStore(db) // its table: created by the plugin's AutoMigrate
+	store, _ := idempotency.NewStore(db) // its table: migrated by outboxtest.DB
 	mux := inproc.NewMux(store)
 	_ = mux.Handle("invoice.issued", "mail", inproc.HandlerOf(func(ctx context.Context, p struct{ Customer string }) error {
 		fmt.Println("mailing the invoice to", p.Customer)
@@ -91,7 +72,7 @@ func Example() {
 // a test may run in a transaction that it rolls back.
 func ExampleRequireEmitted_transaction() {
 	t := &testing.T{}
-	db := exampleDB("outboxtest-example-tx")
+	db := outboxtest.DB(t, outboxtest.AutoMigrate(&Invoice{}))
 
 	_ = db.Transaction(func(tx *gorm.DB) error {
 		tx.Create(&Invoice{Customer: "bob", Amount: 80})
@@ -111,7 +92,7 @@ func ExampleRequireEmitted_transaction() {
 // where it starts.
 func ExampleRequireEmittedMany() {
 	t := &testing.T{}
-	db := exampleDB("outboxtest-example-many")
+	db := outboxtest.DB(t, outboxtest.AutoMigrate(&Invoice{}))
 	db.Create(&Invoice{Customer: "ada", Amount: 10}) // fixtures
 
 	p := outboxtest.Mark(t, db)
@@ -137,7 +118,7 @@ func ExampleRequireEmittedMany() {
 // Emitted returns what the filters keep, for assertions of your own.
 func ExampleEmitted() {
 	t := &testing.T{}
-	db := exampleDB("outboxtest-example-emitted")
+	db := outboxtest.DB(t, outboxtest.AutoMigrate(&Invoice{}))
 	for _, amount := range []int{10, 250, 40, 900} {
 		db.Create(&Invoice{Customer: "ada", Amount: amount})
 	}
@@ -158,7 +139,7 @@ func ExampleEmitted() {
 // failing the test, and relay options make it give up sooner.
 func ExampleDrain_failures() {
 	t := &testing.T{}
-	db := exampleDB("outboxtest-example-drain")
+	db := outboxtest.DB(t, outboxtest.AutoMigrate(&Invoice{}))
 	db.Create(&Invoice{Customer: "dan", Amount: 5})
 
 	broken := relay.PublisherFunc(func(ctx context.Context, e *outbox.Envelope) error {

@@ -3,6 +3,7 @@ package outboxtest_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +14,23 @@ import (
 	"github.com/gormoutbox/outbox/adapters/inproc"
 	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/internal/testenv"
+	"github.com/gormoutbox/outbox/outboxtest"
 )
+
+// TestMain gives the examples a temporary directory that it removes at
+// the end: their zero testing.T never runs its cleanups, so that the
+// SQLite files outboxtest.DB makes in its TempDir would stay behind.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "outboxtest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("GOTMPDIR", dir) // where TempDir makes its directories
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 // fakeT records what the helpers report, so that tests can check that an
 // assertion fails, and with what message. Like rivertest's MockT, its
@@ -96,21 +113,39 @@ func (o *Order) AfterCreate(tx *gorm.DB) error {
 	})
 }
 
-// eachDB runs fn per dialect on a fresh database with the plugin (table
-// name table, the default when empty), the outbox and the Order table.
+// eachDB runs fn per dialect on a database of outboxTestDB.
 func eachDB(t *testing.T, table string, fn func(t *testing.T, db *gorm.DB)) {
-	testenv.Each(t, func(t *testing.T, db *gorm.DB) { fn(t, setup(t, db, table)) })
+	for _, d := range testenv.Dialects {
+		t.Run(d, func(t *testing.T) { fn(t, outboxTestDB(t, d, table)) })
+	}
 }
 
-func setup(t testing.TB, db *gorm.DB, table string) *gorm.DB {
+// outboxTestDB is outboxtest.DB on the dialect (skipped, or failed with
+// OUTBOX_REQUIRE_SERVICES=1, when its server is not configured), with the
+// plugin of table (the default when empty), the Order table and the SQL
+// log of OUTBOX_TEST_SQL_LOG.
+func outboxTestDB(t testing.TB, dialect, table string) *gorm.DB {
 	t.Helper()
-	if err := db.Use(&outbox.Plugin{TableName: table, AutoMigrate: true}); err != nil {
-		t.Fatal(err)
+	return outboxtest.DB(t, dbOption(t, dialect),
+		outboxtest.Plugin(&outbox.Plugin{TableName: table}),
+		outboxtest.AutoMigrate(&Order{}),
+		outboxtest.GormConfig(func(c *gorm.Config) { c.Logger = testenv.Config().Logger }))
+}
+
+// sqliteDB is outboxTestDB on SQLite with the default table.
+func sqliteDB(t testing.TB) *gorm.DB { return outboxTestDB(t, testenv.SQLite, "") }
+
+// dbOption is the outboxtest.DB option of the dialect, on the server of
+// its testenv variable.
+func dbOption(t testing.TB, dialect string) outboxtest.DBOption {
+	t.Helper()
+	switch dialect {
+	case testenv.Postgres:
+		return outboxtest.Postgres(testenv.BaseDSN(t, dialect))
+	case testenv.MySQL:
+		return outboxtest.MySQL(testenv.BaseDSN(t, dialect))
 	}
-	if err := db.AutoMigrate(&Order{}); err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return outboxtest.SQLite()
 }
 
 func createOrder(t testing.TB, db *gorm.DB, customer string, total int) *Order {

@@ -248,7 +248,7 @@ func TestLikeScheduling(t *testing.T) {
 }
 
 func TestInvalidFilters(t *testing.T) {
-	db := setup(t, openSQLite(t), "")
+	db := sqliteDB(t)
 	for _, c := range []struct {
 		filter outboxtest.Filter
 		want   string
@@ -285,7 +285,7 @@ func TestTableMissing(t *testing.T) {
 
 // Failure messages cut payloads, and list only the newest events.
 func TestFailureMessagesStayShort(t *testing.T) {
-	db := setup(t, openSQLite(t), "")
+	db := sqliteDB(t)
 	big := strings.Repeat("x", 100_000)
 	for i := range 30 {
 		emit(t, db, outbox.Event{Type: "doc.saved", AggregateID: fmt.Sprint(i), Payload: map[string]string{"body": big}})

@@ -1,6 +1,6 @@
-//go:build cgo
+//go:build cgo && !outbox_purego
 
-package testenv
+package testdb
 
 import (
 	"gorm.io/driver/sqlite"

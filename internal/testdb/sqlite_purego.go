@@ -1,6 +1,6 @@
-//go:build !cgo
+//go:build !cgo || outbox_purego
 
-package testenv
+package testdb
 
 import (
 	sqlite "github.com/ncruces/go-sqlite3/gormlite"
@@ -19,7 +19,7 @@ const SQLiteDriver = "github.com/ncruces/go-sqlite3/gormlite (pure Go)"
 func SQLiteDialector(dsn string) gorm.Dialector {
 	pure, err := sqlitedsn.PureGo(dsn, nil)
 	if err != nil {
-		panic("testenv: SQLite DSN " + dsn + ": " + err.Error())
+		panic("testdb: SQLite DSN " + dsn + ": " + err.Error())
 	}
 	return sqlite.Open(pure)
 }
