@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm/schema"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/outboxtestenv"
 	"github.com/gormoutbox/outbox/internal/testdb"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/outboxtest"
@@ -24,7 +25,7 @@ func TestDB(t *testing.T) {
 	for _, d := range testenv.Dialects {
 		t.Run(d, func(t *testing.T) {
 			t.Parallel()
-			db := outboxtest.DB(t, dbOption(t, d), outboxtest.AutoMigrate(&Order{}))
+			db := outboxtestenv.DB(t, d, outboxtest.AutoMigrate(&Order{}))
 			if got := db.Dialector.Name(); got != d {
 				t.Fatalf("dialect %q, want %q", got, d)
 			}
@@ -37,7 +38,7 @@ func TestDB(t *testing.T) {
 				t.Errorf("drained %+v, handled %d", res, handled)
 			}
 
-			other := outboxtest.DB(t, dbOption(t, d), outboxtest.AutoMigrate(&Order{}))
+			other := outboxtestenv.DB(t, d, outboxtest.AutoMigrate(&Order{}))
 			outboxtest.RequireNotEmitted(t, other, outbox.Event{})
 			if name(t, other) == name(t, db) {
 				t.Errorf("two calls share the database %s", name(t, db))
@@ -54,7 +55,7 @@ func TestDBDropsItsDatabase(t *testing.T) {
 			t.Parallel()
 			var got string
 			t.Run("test", func(t *testing.T) {
-				got = name(t, outboxtest.DB(t, dbOption(t, d)))
+				got = name(t, outboxtestenv.DB(t, d))
 				if !exists(t, d, got) {
 					t.Fatalf("%s does not exist during the test", got)
 				}
@@ -130,7 +131,7 @@ func TestDBRefuses(t *testing.T) {
 // strategy of the gorm.Config.
 func TestDBOptions(t *testing.T) {
 	eachOption := func(t *testing.T, d string, opts ...outboxtest.DBOption) *gorm.DB {
-		return outboxtest.DB(t, append([]outboxtest.DBOption{dbOption(t, d), outboxtest.AutoMigrate(&Order{})}, opts...)...)
+		return outboxtestenv.DB(t, d, append([]outboxtest.DBOption{outboxtest.AutoMigrate(&Order{})}, opts...)...)
 	}
 	for _, d := range testenv.Dialects {
 		t.Run(d, func(t *testing.T) {

@@ -3,7 +3,6 @@ package outboxtest_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -13,24 +12,13 @@ import (
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/inproc"
 	"github.com/gormoutbox/outbox/idempotency"
+	"github.com/gormoutbox/outbox/internal/outboxtestenv"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/outboxtest"
 )
 
-// TestMain gives the examples a temporary directory that it removes at
-// the end: their zero testing.T never runs its cleanups, so that the
-// SQLite files outboxtest.DB makes in its TempDir would stay behind.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "outboxtest-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Setenv("GOTMPDIR", dir) // where TempDir makes its directories
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+// TestMain removes the examples' SQLite files (see outboxtestenv.Main).
+func TestMain(m *testing.M) { outboxtestenv.Main(m) }
 
 // fakeT records what the helpers report, so that tests can check that an
 // assertion fails, and with what message. Like rivertest's MockT, its
@@ -126,7 +114,7 @@ func eachDB(t *testing.T, table string, fn func(t *testing.T, db *gorm.DB)) {
 // log of OUTBOX_TEST_SQL_LOG.
 func outboxTestDB(t testing.TB, dialect, table string) *gorm.DB {
 	t.Helper()
-	return outboxtest.DB(t, dbOption(t, dialect),
+	return outboxtestenv.DB(t, dialect,
 		outboxtest.Plugin(&outbox.Plugin{TableName: table}),
 		outboxtest.AutoMigrate(&Order{}),
 		outboxtest.GormConfig(func(c *gorm.Config) { c.Logger = testenv.Config().Logger }))
@@ -134,19 +122,6 @@ func outboxTestDB(t testing.TB, dialect, table string) *gorm.DB {
 
 // sqliteDB is outboxTestDB on SQLite with the default table.
 func sqliteDB(t testing.TB) *gorm.DB { return outboxTestDB(t, testenv.SQLite, "") }
-
-// dbOption is the outboxtest.DB option of the dialect, on the server of
-// its testenv variable.
-func dbOption(t testing.TB, dialect string) outboxtest.DBOption {
-	t.Helper()
-	switch dialect {
-	case testenv.Postgres:
-		return outboxtest.Postgres(testenv.BaseDSN(t, dialect))
-	case testenv.MySQL:
-		return outboxtest.MySQL(testenv.BaseDSN(t, dialect))
-	}
-	return outboxtest.SQLite()
-}
 
 func createOrder(t testing.TB, db *gorm.DB, customer string, total int) *Order {
 	t.Helper()
