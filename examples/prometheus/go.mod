@@ -4,10 +4,8 @@ go 1.26.0
 
 require (
 	github.com/gormoutbox/outbox v0.0.0
+	github.com/gormoutbox/outbox/outboxprom v0.0.0
 	github.com/ncruces/go-sqlite3/gormlite v0.24.0
-	github.com/prometheus/client_golang v1.25.0
-	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
-	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	gorm.io/driver/sqlite v1.6.0
 	gorm.io/gorm v1.31.2
 )
@@ -29,15 +27,18 @@ require (
 	github.com/ncruces/go-sqlite3 v0.37.0 // indirect
 	github.com/ncruces/go-sqlite3-wasm/v6 v6.5.35401 // indirect
 	github.com/ncruces/julianday v1.0.0 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel/exporters/prometheus v0.69.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
+	go.opentelemetry.io/otel/sdk/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -46,4 +47,7 @@ require (
 	gorm.io/driver/postgres v1.6.3 // indirect
 )
 
-replace github.com/gormoutbox/outbox => ../..
+replace (
+	github.com/gormoutbox/outbox => ../..
+	github.com/gormoutbox/outbox/outboxprom => ../../outboxprom
+)

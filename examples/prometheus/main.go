@@ -1,12 +1,13 @@
-// Command prometheus wires the relay's OpenTelemetry metrics to a
-// Prometheus exporter and serves them on /metrics: it writes orders on
-// SQLite, relays their events to an in-process handler, and prints the
-// outbox series that a Prometheus server would scrape.
+// Command prometheus serves the relay's metrics on a Prometheus /metrics
+// endpoint with package outboxprom (three lines: Listen, Shutdown,
+// RelayOption): it writes orders on SQLite, relays their events to an
+// in-process handler, and prints the outbox series that a Prometheus
+// server would scrape.
 //
 //	cd examples/prometheus && go run . [-addr 127.0.0.1:9464] [-serve]
 //
-// It is a module of its own so that the library does not depend on the
-// Prometheus client.
+// It is a module of its own, as outboxprom is, so that the library does
+// not depend on the Prometheus client.
 package main
 
 import (
@@ -16,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -25,14 +25,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/outboxprom"
 	"github.com/gormoutbox/outbox/relay"
 )
 
@@ -52,22 +49,13 @@ func main() {
 // run writes n events, relays them, then prints the outbox series scraped
 // from its own /metrics endpoint.
 func run(ctx context.Context, addr string, n int, serve bool, out io.Writer) error {
-	// 1. OpenTelemetry metrics, exported in the Prometheus format.
-	registry := prometheus.NewRegistry()
-	exporter, err := otelprom.New(otelprom.WithRegisterer(registry))
+	// 1. The relay's metrics on a Prometheus endpoint: Listen serves
+	//    /metrics, RelayOption (below) makes the relay report there.
+	metrics, err := outboxprom.Listen(addr)
 	if err != nil {
 		return err
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
-	defer func() { _ = mp.Shutdown(context.Background()) }()
-
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: promhttp.HandlerFor(registry, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer func() { _ = srv.Close() }()
+	defer metrics.Shutdown(context.Background())
 
 	// 2. A database with an outbox, and some events.
 	dir, err := os.MkdirTemp("", "outbox-prometheus")
@@ -104,7 +92,7 @@ func run(ctx context.Context, addr string, n int, serve bool, out io.Writer) err
 		delivered.Add(1)
 		return nil
 	})
-	r, err := relay.New(db, pub, relay.WithMeterProvider(mp), relay.WithPollInterval(10*time.Millisecond),
+	r, err := relay.New(db, pub, metrics.RelayOption(), relay.WithPollInterval(10*time.Millisecond),
 		relay.WithBackoff(func(int) time.Duration { return 0 }), relay.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return err
@@ -135,7 +123,7 @@ func run(ctx context.Context, addr string, n int, serve bool, out io.Writer) err
 
 	// 4. Scrape our own endpoint, as Prometheus would, while the relay runs
 	//    (the table gauges are observed while a relay runs).
-	resp, err := http.Get("http://" + ln.Addr().String() + "/metrics")
+	resp, err := http.Get("http://" + metrics.Addr() + "/metrics")
 	if err != nil {
 		return err
 	}
@@ -150,7 +138,7 @@ func run(ctx context.Context, addr string, n int, serve bool, out io.Writer) err
 		}
 	}
 	if serve {
-		fmt.Fprintf(out, "serving http://%s/metrics until interrupted\n", ln.Addr())
+		fmt.Fprintf(out, "serving http://%s/metrics until interrupted\n", metrics.Addr())
 		<-ctx.Done()
 	}
 	stop()
