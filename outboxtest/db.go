@@ -99,9 +99,10 @@ func GormConfig(edit func(*gorm.Config)) DBOption {
 // take the write lock at BEGIN, a 10 s busy timeout, at most 4
 // connections); on PostgreSQL a schema of its own, on MySQL/MariaDB a
 // database of its own, made on the server that Postgres, MySQL or, without
-// them, DatabaseEnv names, and dropped (with everything in it) after the
-// test's other cleanups, such as closing the pool. Each test gets a new
-// one, so that tests may run in parallel.
+// them, DatabaseEnv names. When t ends, the pool is closed and the
+// database dropped with everything in it, after the cleanups registered
+// once DB has returned (such as one that stops a relay started on it).
+// Each call makes a new one, so that tests may run in parallel.
 //
 // A configuration DB cannot use, or a server it cannot reach, fails the
 // test (t.Fatalf) with the reason.
