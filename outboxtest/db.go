@@ -123,7 +123,7 @@ func DB(t testing.TB, opts ...DBOption) *gorm.DB {
 		}
 	}
 	if dialect != testdb.SQLite && base == "" {
-		t.Skipf("outboxtest.DB: %s(\"\"): no DSN of a server given, so the test is skipped", optionName[dialect])
+		t.Skipf("outboxtest.DB: %s(\"\"): no DSN of a server given, so the test is skipped", optionName(dialect))
 	}
 	cfg := &gorm.Config{Logger: logger.Discard}
 	for _, edit := range c.edit {
@@ -148,8 +148,13 @@ func DB(t testing.TB, opts ...DBOption) *gorm.DB {
 	return db
 }
 
-// optionName is the option of each server dialect.
-var optionName = map[string]string{testdb.Postgres: "Postgres", testdb.MySQL: "MySQL"}
+// optionName is the option of a server dialect.
+func optionName(dialect string) string {
+	if dialect == testdb.MySQL {
+		return "MySQL"
+	}
+	return "Postgres"
+}
 
 // parseDatabase reads DatabaseEnv's value v: the dialect and the DSN of
 // its server. The error does not quote v, which may hold a password.

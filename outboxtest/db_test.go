@@ -112,6 +112,8 @@ func TestDBRefuses(t *testing.T) {
 		{name: "plugin", opts: []outboxtest.DBOption{outboxtest.Plugin(nil)}, want: "outboxtest.DB: Plugin(nil): want a *outbox.Plugin"},
 		{name: "gorm", opts: []outboxtest.DBOption{outboxtest.GormConfig(nil)}, want: "outboxtest.DB: GormConfig(nil)"},
 		{name: "env", env: "sqlserver://sa:secret@db", want: outboxtest.DatabaseEnv + " is set to none of: sqlite, postgres://"},
+		{name: "url", opts: []outboxtest.DBOption{outboxtest.Postgres("postgres://u:secret@host:port/db")}, want: `parsing the PostgreSQL DSN: invalid port ":port"`},
+		{name: "mysql", opts: []outboxtest.DBOption{outboxtest.MySQL("u:secret@tcp(h:3306)/db?parseTime=maybe")}, want: "parsing the MySQL DSN: invalid bool value: maybe"},
 		{name: "table", opts: []outboxtest.DBOption{outboxtest.Plugin(&outbox.Plugin{TableName: "no such; table"})}, want: "outboxtest.DB: installing the outbox plugin:"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ package testdb
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -144,6 +145,10 @@ func withSearchPath(t testing.TB, dsn, schema string) string {
 	t.Helper()
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		u, err := url.Parse(dsn)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL, which may hold a password
+		}
 		if err != nil {
 			t.Fatalf("parsing the PostgreSQL DSN: %v", err)
 		}
