@@ -6,21 +6,23 @@ import (
 	"reflect"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/callbacks"
 	"gorm.io/gorm/clause"
 )
 
-// trackState is what a tracked update or delete statement noted before it
-// ran, for the callback that makes its events after it.
+// trackState is what a tracked statement noted before it ran, for the
+// callback that makes its events after it.
 type trackState struct {
-	stmt   *gorm.Statement
-	spec   *trackSpec
-	set    clause.Set    // update: the assignments
-	ownSet bool          // the SET clause was added here (GORM removes its own)
-	locked reflect.Value // []T read and locked first; invalid: a single row by key
-	// existed: create with ON CONFLICT DO NOTHING, the keys that existed.
-	existed   map[string]bool
-	doNothing bool
+	stmt       *gorm.Statement
+	spec       *trackSpec
+	set        clause.Set    // update: the assignments
+	ownSet     bool          // the SET clause was added here (GORM removes its own)
+	restricted bool          // restrict added its condition to the WHERE
+	locked     reflect.Value // []T read and locked first; invalid: a single row by key
+	// A create with an ON CONFLICT clause: the rows whose key existed,
+	// as read (and locked) before the insert, by key.
+	existed     map[string]reflect.Value
+	doNothing   bool
+	conditional bool // DO UPDATE with a WHERE or SQL expressions
 }
 
 type trackKey struct{}
@@ -68,33 +70,39 @@ func (p *Plugin) tracking(db *gorm.DB, op ChangeOp) *trackSpec {
 // trackBeforeCreate notes, for a create with an ON CONFLICT clause, which
 // of its rows whose key is set exist already (locking them): the database
 // updates those (DO UPDATE) or leaves them (DO NOTHING) instead of
-// inserting them.
+// inserting them. The keys are read plainly and only the rows found are
+// locked: a locking read of a key that does not exist yet locks the gap
+// it would go in on MySQL, and two transactions inserting new keys into
+// one gap deadlock (the INSERT itself takes no such lock).
 func (p *Plugin) trackBeforeCreate(db *gorm.DB) {
 	spec := p.tracking(db, ChangeCreated)
 	stmt := db.Statement
 	if spec == nil {
 		return
 	}
-	upsert, doNothing := onConflict(stmt)
+	oc, upsert := stmt.Clauses["ON CONFLICT"].Expression.(clause.OnConflict)
 	if !upsert {
 		return
 	}
 	// Noted now: the MySQL driver rewrites DO NOTHING as an update of the
 	// key to itself when it builds the statement.
-	st := &trackState{stmt: stmt, spec: spec, doNothing: doNothing, existed: map[string]bool{}}
+	st := &trackState{stmt: stmt, spec: spec, doNothing: oc.DoNothing, conditional: conditional(oc), existed: map[string]reflect.Value{}}
 	stmt.Settings.Store(trackKey{}, st)
 	conds := identityConds(stmt, stmt.ReflectValue)
 	if len(conds) == 0 {
 		return
 	}
-	existing, err := p.lockRows(db, spec, conds)
+	found, err := p.readRows(db, spec, rowRead{conds: conds})
+	if err == nil && found.Len() > 0 {
+		found, err = p.reread(db, spec, found)
+	}
 	if err != nil {
 		_ = db.AddError(fmt.Errorf("outbox: Track(%s): reading the rows to insert: %w", spec.name, err))
 		return
 	}
-	for i := range existing.Len() {
-		id, _ := keyOf(spec, db, existing.Index(i))
-		st.existed[id] = true
+	for i := range found.Len() {
+		id, _ := keyOf(spec, db, found.Index(i))
+		st.existed[id] = found.Index(i)
 	}
 }
 
@@ -120,8 +128,9 @@ func (p *Plugin) trackCreated(db *gorm.DB) {
 	changes := make([]trackedChange, 0, len(rows))
 	for _, r := range rows {
 		id, _ := keyOf(spec, db, r)
+		_, existed := st.existed[id]
 		switch {
-		case st.doNothing && (st.existed[id] || zeroKey(spec, stmt, r)):
+		case st.doNothing && (existed || zeroKey(spec, stmt, r)):
 			// Not inserted: it existed, or GORM gave it no key.
 		case zeroKey(spec, stmt, r):
 			// A key the database made that the driver does not return
@@ -130,125 +139,20 @@ func (p *Plugin) trackCreated(db *gorm.DB) {
 			if spec.strict {
 				return
 			}
-		case st.existed[id]:
+		case existed:
 			changes = append(changes, trackedChange{Change: Change{Op: ChangeUpdated, Upsert: true, Columns: upsertColumns(stmt)}, row: r})
 		default:
 			changes = append(changes, trackedChange{Change: Change{Op: ChangeCreated, Upsert: upsert && !st.doNothing}, row: r})
 		}
 	}
-	p.emitTracked(db, spec, changes)
-}
-
-// trackBeforeUpdate computes the statement's assignments (as GORM would,
-// once), and for a statement that does not name one row by its key reads
-// and locks the rows it will change and restricts it to them.
-func (p *Plugin) trackBeforeUpdate(db *gorm.DB) {
-	spec := p.tracking(db, ChangeUpdated)
-	stmt := db.Statement
-	if spec == nil || stmt.SQL.Len() > 0 {
-		return
-	}
-	st := &trackState{stmt: stmt, spec: spec}
-	if c, ok := stmt.Clauses["SET"]; ok {
-		st.set, _ = c.Expression.(clause.Set)
-	} else {
-		if st.set = callbacks.ConvertToAssignments(stmt); len(st.set) == 0 {
-			return // GORM updates nothing
-		}
-		stmt.AddClause(st.set)
-		st.ownSet = true
-	}
-	stmt.Settings.Store(trackKey{}, st)
-	if singleRow(stmt) && !spec.oldValues {
-		return
-	}
-	p.lockFirst(db, st, whereOf(stmt))
-}
-
-// trackUpdated makes one updated event per row the UPDATE changed.
-func (p *Plugin) trackUpdated(db *gorm.DB) {
-	st := ownTrack(db.Statement)
-	if st == nil {
-		return
-	}
-	if st.ownSet {
-		delete(db.Statement.Clauses, "SET")
-	}
-	// Rows read first all matched (they were locked): MySQL's count leaves
-	// out those the UPDATE did not change, which PostgreSQL and SQLite
-	// count, so the rows read decide, alike on every database.
-	if db.Error != nil || (db.RowsAffected == 0 && (!st.locked.IsValid() || st.locked.Len() == 0)) {
-		return
-	}
-	var changes []trackedChange
-	if st.locked.IsValid() {
-		after, err := p.readRows(db, st.spec, st.locked)
-		if err != nil {
+	if st.conditional {
+		var err error
+		if changes, err = p.upsertedRows(db, st, changes); err != nil {
 			p.failTracked(db, err)
 			return
 		}
-		changes = updatedRows(db, st, after)
-	} else {
-		changes = []trackedChange{updatedRow(st, db.Statement.ReflectValue)}
 	}
-	p.emitTracked(db, st.spec, changes)
-}
-
-// trackBeforeDelete reads and locks the rows a delete that does not name
-// one row by its key will remove, and restricts it to them.
-func (p *Plugin) trackBeforeDelete(db *gorm.DB) {
-	spec := p.tracking(db, ChangeDeleted)
-	stmt := db.Statement
-	if spec == nil || stmt.SQL.Len() > 0 {
-		return
-	}
-	st := &trackState{stmt: stmt, spec: spec}
-	stmt.Settings.Store(trackKey{}, st)
-	if singleRow(stmt) && (stmt.Model == nil || stmt.Model == stmt.Dest) {
-		return
-	}
-	conds := whereOf(stmt)
-	conds = append(conds, identityConds(stmt, stmt.ReflectValue)...)
-	if stmt.Model != nil && stmt.Model != stmt.Dest {
-		conds = append(conds, identityConds(stmt, reflect.ValueOf(stmt.Model))...)
-	}
-	p.lockFirst(db, st, conds)
-}
-
-// trackDeleted makes one deleted event per row the DELETE (or the UPDATE
-// of a soft delete) removed.
-func (p *Plugin) trackDeleted(db *gorm.DB) {
-	st := ownTrack(db.Statement)
-	if st == nil || db.Error != nil || db.RowsAffected == 0 {
-		return
-	}
-	_, soft := db.Statement.Clauses["SET"] // added by GORM's soft delete
-	var changes []trackedChange
-	if st.locked.IsValid() {
-		for i := range st.locked.Len() {
-			changes = append(changes, trackedChange{Change: Change{Op: ChangeDeleted, Soft: soft}, row: st.locked.Index(i), loaded: true})
-		}
-	} else {
-		row := reflect.Indirect(db.Statement.ReflectValue)
-		changes = []trackedChange{{Change: Change{Op: ChangeDeleted, Soft: soft}, row: row, loaded: hasNonKeyValue(st.spec, db, row)}}
-	}
-	p.emitTracked(db, st.spec, changes)
-}
-
-// lockFirst reads and locks the rows matching conds, and restricts the
-// statement to them. Without conditions GORM refuses the statement (unless
-// AllowGlobalUpdate): nothing is read then.
-func (p *Plugin) lockFirst(db *gorm.DB, st *trackState, conds []clause.Expression) {
-	if len(conds) == 0 && !db.AllowGlobalUpdate {
-		return
-	}
-	rows, err := p.lockRows(db, st.spec, conds)
-	if err != nil {
-		_ = db.AddError(fmt.Errorf("outbox: Track(%s): reading the rows to change: %w", st.spec.name, err))
-		return
-	}
-	st.locked = rows
-	restrict(db.Statement, rows)
+	p.emitTracked(db, spec, changes)
 }
 
 // untrackable fails the statement under TrackStrict, and logs otherwise.

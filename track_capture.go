@@ -97,7 +97,7 @@ func hasNonKeyValue(spec *trackSpec, db *gorm.DB, row reflect.Value) bool {
 	return false
 }
 
-// whereOf returns the statement's WHERE conditions.
+// whereOf returns (a copy of) the statement's WHERE conditions.
 func whereOf(stmt *gorm.Statement) []clause.Expression {
 	if c, ok := stmt.Clauses["WHERE"]; ok {
 		if w, ok := c.Expression.(clause.Where); ok {
@@ -105,6 +105,22 @@ func whereOf(stmt *gorm.Statement) []clause.Expression {
 		}
 	}
 	return nil
+}
+
+// orJoined reports whether GORM joins one of exprs to the others with OR
+// when it builds their WHERE: it writes a lone Or condition that is not
+// the only one as "… OR c", so that the other conditions, the key of a
+// single-row statement among them, do not bound the statement.
+func orJoined(exprs []clause.Expression) bool {
+	if len(exprs) < 2 {
+		return false
+	}
+	for _, e := range exprs {
+		if or, ok := e.(clause.OrConditions); ok && len(or.Exprs) == 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // identityConds returns the primary-key condition GORM adds for the rows
@@ -118,51 +134,32 @@ func identityConds(stmt *gorm.Statement, v reflect.Value) []clause.Expression {
 	return []clause.Expression{clause.IN{Column: column, Values: in}}
 }
 
-// session is a new statement on db's connection (its transaction), without
-// hooks, for the reads Track makes.
-func trackSession(db *gorm.DB, spec *trackSpec) *gorm.DB {
-	q := db.Session(&gorm.Session{NewDB: true, SkipHooks: true}).
-		Model(reflect.New(spec.modelType).Interface()).Table(db.Statement.Table)
-	order := make([]clause.OrderByColumn, len(spec.schema.PrimaryFieldDBNames))
-	for i, c := range spec.schema.PrimaryFieldDBNames {
-		order[i] = clause.OrderByColumn{Column: clause.Column{Table: clause.CurrentTable, Name: c}}
+// deleteConds returns the conditions of a delete as gorm:delete builds
+// them: the statement's WHERE, then the keys of its value and of its
+// model when that is another value.
+func deleteConds(stmt *gorm.Statement) []clause.Expression {
+	conds := whereOf(stmt)
+	conds = append(conds, identityConds(stmt, stmt.ReflectValue)...)
+	if stmt.ReflectValue.CanAddr() && stmt.Dest != stmt.Model && stmt.Model != nil {
+		conds = append(conds, identityConds(stmt, reflect.ValueOf(stmt.Model))...)
 	}
-	return q.Order(clause.OrderBy{Columns: order})
+	return conds
 }
 
-// lockRows reads the rows matching conds (in the statement's scope: soft
-// deleted rows excluded unless Unscoped), locking them until the
-// transaction ends. SQLite's driver leaves the locking clause out: its
-// transaction holds the database's write lock.
-func (p *Plugin) lockRows(db *gorm.DB, spec *trackSpec, conds []clause.Expression) (reflect.Value, error) {
-	rows := reflect.New(reflect.SliceOf(spec.modelType))
-	q := trackSession(db, spec)
-	if db.Statement.Unscoped {
-		q = q.Unscoped()
+// refusedUnbounded reports whether gorm:update will refuse the statement
+// for want of a WHERE condition (ErrMissingWhereClause), as its check
+// does: no WHERE clause, or only the soft-delete scope's condition.
+func refusedUnbounded(db *gorm.DB) bool {
+	if db.AllowGlobalUpdate {
+		return false
 	}
-	if len(conds) > 0 {
-		q = q.Clauses(clause.Where{Exprs: conds})
+	c, ok := db.Statement.Clauses["WHERE"]
+	if !ok {
+		return true
 	}
-	err := q.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Find(rows.Interface()).Error
-	return rows.Elem(), err
-}
-
-// restrict limits the statement to the rows read (none: no row).
-func restrict(stmt *gorm.Statement, rows reflect.Value) {
-	if rows.Len() == 0 {
-		stmt.AddClause(clause.Where{Exprs: []clause.Expression{clause.Expr{SQL: "1 = 0"}}})
-		return
+	if _, soft := db.Statement.Clauses["soft_delete_enabled"]; soft {
+		w, _ := c.Expression.(clause.Where)
+		return len(w.Exprs) <= 1
 	}
-	stmt.AddClause(clause.Where{Exprs: identityConds(stmt, rows)})
-}
-
-// readRows reads rows again by their keys, as the statement left them.
-func (p *Plugin) readRows(db *gorm.DB, spec *trackSpec, rows reflect.Value) (reflect.Value, error) {
-	after := reflect.New(reflect.SliceOf(spec.modelType))
-	conds := identityConds(db.Statement, rows)
-	if len(conds) == 0 {
-		return after.Elem(), nil
-	}
-	err := trackSession(db, spec).Unscoped().Clauses(clause.Where{Exprs: conds}).Find(after.Interface()).Error
-	return after.Elem(), err
+	return false
 }

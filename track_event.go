@@ -33,7 +33,7 @@ type changeWire struct {
 
 // updatedRow is the change of a single-row update: the model as written
 // and the values assigned (SQL expressions left out of New).
-func updatedRow(st *trackState, row reflect.Value) trackedChange {
+func updatedRow(db *gorm.DB, st *trackState, row reflect.Value) trackedChange {
 	c := trackedChange{Change: Change{Op: ChangeUpdated}, row: reflect.Indirect(row)}
 	c.Columns = make([]string, 0, len(st.set))
 	for _, a := range st.set {
@@ -44,7 +44,7 @@ func updatedRow(st *trackState, row reflect.Value) trackedChange {
 			if c.New == nil {
 				c.New = make(map[string]any, len(st.set))
 			}
-			c.New[a.Column.Name] = a.Value
+			c.New[a.Column.Name] = assignedValue(db.Statement.Context, st.spec.schema.LookUpField(a.Column.Name), a.Value)
 		}
 	}
 	return c
@@ -72,9 +72,9 @@ func updatedRows(db *gorm.DB, st *trackState, after reflect.Value) []trackedChan
 		for _, a := range st.set {
 			c.Columns = append(c.Columns, a.Column.Name)
 			if f := st.spec.schema.LookUpField(a.Column.Name); f != nil {
-				c.Old[a.Column.Name], _ = f.ValueOf(ctx, old)
+				c.Old[a.Column.Name] = goValue(ctx, f, old)
 				if ok {
-					c.New[a.Column.Name], _ = f.ValueOf(ctx, row)
+					c.New[a.Column.Name] = goValue(ctx, f, row)
 				}
 			}
 		}
@@ -90,7 +90,7 @@ func keyOf(spec *trackSpec, db *gorm.DB, row reflect.Value) (string, map[string]
 	key := make(map[string]any, len(fields))
 	parts := make([]string, len(fields))
 	for i, f := range fields {
-		v, _ := f.ValueOf(db.Statement.Context, row)
+		v := goValue(db.Statement.Context, f, row)
 		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
 			v = rv.Elem().Interface()
 		}

@@ -1,0 +1,259 @@
+package outbox_test
+
+import (
+	"testing"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/gormoutbox/outbox/internal/testenv"
+)
+
+// A statement with its value: the common shape of a twin case.
+func stmt(fn func(db *gorm.DB) *gorm.DB) func(db *gorm.DB) (*gorm.DB, any) {
+	return func(db *gorm.DB) (*gorm.DB, any) { return fn(db), nil }
+}
+
+// Every write path of Track's doc, and those its issue listed beyond
+// them, run on the tracked twin and the untracked one (seedTwin's rows):
+// the same rows, counts, errors and values, and one correct event per
+// changed row.
+func TestTrackTwinWritePaths(t *testing.T) {
+	eachTwin(t, func(t *testing.T, tw *twin) {
+		for _, c := range twinCreates() {
+			t.Run(c.name, func(t *testing.T) { tw.runCase(t, c) })
+		}
+		for _, c := range twinUpdates() {
+			t.Run(c.name, func(t *testing.T) { tw.runCase(t, c) })
+		}
+		for _, c := range twinSerialized() {
+			t.Run(c.name, func(t *testing.T) { tw.runCase(t, c) })
+		}
+		for _, c := range twinDeletes() {
+			t.Run(c.name, func(t *testing.T) { tw.runCase(t, c) })
+		}
+	})
+}
+
+func twinCreates() []twinCase {
+	return []twinCase{
+		{name: "CreateOne", run: func(db *gorm.DB) (*gorm.DB, any) {
+			d := &TwinDoc{State: "new", Amount: 1}
+			return db.Create(d), d
+		}},
+		{name: "CreateSlice", run: func(db *gorm.DB) (*gorm.DB, any) {
+			ds := []TwinDoc{{State: "a"}, {State: "b"}, {State: "c"}}
+			return db.Create(&ds), ds
+		}},
+		{name: "CreateInBatchesAcrossBoundaries", run: func(db *gorm.DB) (*gorm.DB, any) {
+			ds := []*TwinNote{{State: "1"}, {State: "2"}, {State: "3"}, {State: "4"}, {State: "5"}}
+			return db.CreateInBatches(ds, 2), ds
+		}},
+		{name: "CreateWithAssociations", run: func(db *gorm.DB) (*gorm.DB, any) {
+			b := &TwinBox{Label: "two", Items: []TwinItem{{SKU: "p", Qty: 1}, {SKU: "q", Qty: 2}}}
+			return db.Create(b), b
+		}},
+		{name: "HookWritesOtherTrackedModel", run: func(db *gorm.DB) (*gorm.DB, any) {
+			b := &TwinBox{Label: "hooked"}
+			return db.Create(b), b
+		}},
+		{name: "SaveNew", run: func(db *gorm.DB) (*gorm.DB, any) {
+			d := &TwinDoc{State: "saved"}
+			return db.Save(d), d
+		}},
+		{name: "SaveMissingKey", run: func(db *gorm.DB) (*gorm.DB, any) {
+			d := &TwinDoc{ID: 50, State: "saved", UpdatedAt: twinSeeded}
+			return db.Save(d), d
+		}},
+		{name: "SaveSlice", run: func(db *gorm.DB) (*gorm.DB, any) {
+			ts := []TwinTag{{Code: "a", State: "saved", Amount: 10}, {Code: "z", State: "saved", Amount: 11}}
+			return db.Save(&ts), ts
+		}},
+		{name: "UpsertUpdateAll", run: func(db *gorm.DB) (*gorm.DB, any) {
+			ts := []TwinTag{{Code: "b", State: "up", Amount: 20}, {Code: "d", State: "up", Amount: 21}}
+			return db.Clauses(clause.OnConflict{UpdateAll: true}).Create(&ts), ts
+		}},
+		{name: "UpsertDoNothing", run: func(db *gorm.DB) (*gorm.DB, any) {
+			ts := []TwinTag{{Code: "a", State: "x"}, {Code: "e", State: "x"}}
+			return db.Clauses(clause.OnConflict{DoNothing: true}).Create(&ts), ts
+		}},
+		// Issue 24, defect 5: only a (amount 1 < 30) is newer; b (2 < 1 is
+		// false) is left as it was, and f is inserted.
+		{name: "UpsertConditional", only: []string{testenv.SQLite, testenv.Postgres}, run: func(db *gorm.DB) (*gorm.DB, any) {
+			ts := []TwinTag{{Code: "a", State: "newer", Amount: 30}, {Code: "b", State: "older", Amount: 1}, {Code: "f", State: "new", Amount: 5}}
+			return db.Clauses(clause.OnConflict{
+				Columns:   []clause.Column{{Name: "code"}},
+				DoUpdates: clause.AssignmentColumns([]string{"amount", "state"}),
+				Where:     clause.Where{Exprs: []clause.Expression{gorm.Expr("twin_tags.amount < excluded.amount")}},
+			}).Create(&ts), ts
+		}},
+		// MySQL has no WHERE on ON DUPLICATE KEY UPDATE: the condition is
+		// an expression per column.
+		{name: "UpsertConditionalExpr", only: []string{testenv.MySQL}, run: func(db *gorm.DB) (*gorm.DB, any) {
+			ts := []TwinTag{{Code: "a", State: "newer", Amount: 30}, {Code: "b", State: "older", Amount: 1}, {Code: "f", State: "new", Amount: 5}}
+			return db.Clauses(clause.OnConflict{DoUpdates: clause.Assignments(map[string]any{
+				"state":  gorm.Expr("IF(amount < VALUES(amount), VALUES(state), state)"),
+				"amount": gorm.Expr("GREATEST(amount, VALUES(amount))"),
+			})}).Create(&ts), ts
+		}},
+		{name: "CreateMap", uncaptured: true, run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Model(&TwinNote{}).Create(map[string]any{"state": "map", "amount": 1})
+		})},
+	}
+}
+
+func twinUpdates() []twinCase {
+	one := func(db *gorm.DB) *gorm.DB { return db.Model(&TwinDoc{ID: 3}) }
+	bulk := func(db *gorm.DB) *gorm.DB { return db.Model(&TwinDoc{}) }
+	return []twinCase{
+		{name: "Update", run: stmt(func(db *gorm.DB) *gorm.DB { return one(db).Update("state", "x") })},
+		{name: "UpdatesStruct", run: stmt(func(db *gorm.DB) *gorm.DB { return one(db).Updates(TwinDoc{State: "x", Amount: 8}) })},
+		{name: "UpdatesMapExpr", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return one(db).Updates(map[string]any{"state": "x", "amount": gorm.Expr("amount * 2")})
+		})},
+		{name: "UpdateColumn", run: stmt(func(db *gorm.DB) *gorm.DB { return one(db).UpdateColumn("state", "x") })},
+		{name: "UpdateColumnsZero", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return one(db).UpdateColumns(map[string]any{"amount": 0, "owner": ""})
+		})},
+		{name: "UpdateColumnSameValue", unchanged: []string{"twin_doc:3"}, run: stmt(func(db *gorm.DB) *gorm.DB {
+			return one(db).UpdateColumn("state", "new")
+		})},
+		{name: "SelectStarUpdates", run: func(db *gorm.DB) (*gorm.DB, any) {
+			d := &TwinDoc{ID: 3}
+			return db.Model(d).Select("*").Omit("id").Updates(TwinDoc{State: "x"}), d
+		}},
+		{name: "OmitUpdates", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return one(db).Omit("amount").Updates(TwinDoc{State: "x", Amount: 9})
+		})},
+		{name: "SaveExisting", run: func(db *gorm.DB) (*gorm.DB, any) {
+			d := &TwinDoc{ID: 2, State: "saved", Amount: 2, Owner: "bob"}
+			return db.Save(d), d
+		}},
+		// Issue 24, defect 1: the key's row only (3), as untracked.
+		{name: "OneWithOrSoftDelete", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return one(db).Where("state = ?", "new").Or("state = ?", "pending").Update("state", "cancelled")
+		})},
+		// Without soft delete GORM joins the key with OR: every new row and
+		// the key's row if pending. Tracked, the same rows, each with its event.
+		{name: "OneWithOrNoSoftDelete", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Model(&TwinNote{ID: 2}).Where("state = ?", "new").Or("state = ?", "pending").Update("state", "cancelled")
+		})},
+		{name: "OneWithOrStringKey", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Model(&TwinTag{Code: "c"}).Where("state = ?", "new").Or("state = ?", "pending").Update("amount", 9)
+		})},
+		{name: "OneWithWhereNotMatching", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return one(db).Where("state = ?", "paid").Update("state", "x")
+		})},
+		{name: "BulkWhere", run: stmt(func(db *gorm.DB) *gorm.DB { return bulk(db).Where("owner = ?", "ann").Update("amount", 4) })},
+		{name: "BulkOr", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return bulk(db).Where("state = ?", "new").Or("state = ?", "pending").Update("state", "x")
+		})},
+		{name: "BulkOrNoSoftDelete", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Model(&TwinNote{}).Where("state = ?", "new").Or("state = ?", "pending").Update("amount", 7)
+		})},
+		{name: "BulkNot", run: stmt(func(db *gorm.DB) *gorm.DB { return bulk(db).Not("state = ?", "new").Update("amount", 4) })},
+		{name: "BulkNestedGroups", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return bulk(db).Where(db.Where("state = ?", "new").Or("amount > ?", 8)).Where("owner <> ?", "cid").Update("amount", 4)
+		})},
+		{name: "BulkScopes", run: stmt(func(db *gorm.DB) *gorm.DB {
+			pending := func(db *gorm.DB) *gorm.DB { return db.Where("state = ?", "pending") }
+			bobs := func(db *gorm.DB) *gorm.DB { return db.Or("owner = ?", "cid") }
+			return bulk(db).Scopes(pending, bobs).Update("amount", 4)
+		})},
+		{name: "BulkSubquery", run: stmt(func(db *gorm.DB) *gorm.DB {
+			active := db.Model(&TwinOwner{}).Select("name").Where("active = ?", true)
+			return bulk(db).Where("owner IN (?)", active).Update("state", "x")
+		})},
+		{name: "BulkJoinsInWhere", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return bulk(db).Joins("JOIN twin_owners ON twin_owners.name = twin_docs.owner").Where("twin_owners.active = ?", true).Update("state", "x")
+		})},
+		{name: "BulkExpr", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return bulk(db).Where("state = ?", "new").Updates(map[string]any{"amount": gorm.Expr("amount + ?", 10)})
+		})},
+		{name: "BulkUnscoped", run: stmt(func(db *gorm.DB) *gorm.DB { return bulk(db).Unscoped().Where("owner = ?", "ann").Update("amount", 4) })},
+		{name: "BulkNoRow", run: stmt(func(db *gorm.DB) *gorm.DB { return bulk(db).Where("owner = ?", "nobody").Update("amount", 4) })},
+		{name: "BulkMissingWhere", run: stmt(func(db *gorm.DB) *gorm.DB { return bulk(db).Update("amount", 4) })},
+		{name: "AllowGlobalUpdate", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Session(&gorm.Session{AllowGlobalUpdate: true}).Model(&TwinDoc{}).Update("amount", 4)
+		})},
+		// Issue 24, defect 4: MySQL updates the first two rows in id order;
+		// PostgreSQL and SQLite leave ORDER BY and LIMIT out (GORM's
+		// dialects), updating every row.
+		{name: "BulkOrderLimit", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return bulk(db).Where("amount > ?", 0).Order("id DESC").Limit(2).Update("state", "x")
+		})},
+		{name: "SliceModel", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Model(&[]TwinDoc{{ID: 1}, {ID: 2}}).Update("state", "x")
+		})},
+		{name: "OldValuesOne", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Model(&TwinNote{ID: 1}).Where("amount < ?", 5).Update("amount", 9)
+		})},
+		{name: "FullSaveAssociations", run: func(db *gorm.DB) (*gorm.DB, any) {
+			b := &TwinBox{ID: 1, Label: "renamed", Items: []TwinItem{{ID: 1, TwinBoxID: 1, SKU: "x", Qty: 5}, {SKU: "new", Qty: 1}}}
+			return db.Session(&gorm.Session{FullSaveAssociations: true}).Save(b), b
+		}},
+	}
+}
+
+func twinDeletes() []twinCase {
+	return []twinCase{
+		{name: "DeleteModel", run: stmt(func(db *gorm.DB) *gorm.DB { return db.Delete(&TwinDoc{ID: 1}) })},
+		{name: "DeleteByID", run: stmt(func(db *gorm.DB) *gorm.DB { return db.Delete(&TwinDoc{}, 2) })},
+		{name: "DeleteKeySliceAndWhere", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Where("state = ?", "new").Delete(&TwinDoc{}, []uint{1, 2, 3})
+		})},
+		{name: "DeleteWhere", run: stmt(func(db *gorm.DB) *gorm.DB { return db.Where("owner = ?", "ann").Delete(&TwinDoc{}) })},
+		{name: "DeleteOr", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Where("state = ?", "new").Or("state = ?", "paid").Delete(&TwinDoc{})
+		})},
+		{name: "DeleteOneWithOrNoSoftDelete", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Where("state = ?", "new").Or("state = ?", "pending").Delete(&TwinNote{ID: 3})
+		})},
+		{name: "DeleteOneWithOrSoftDelete", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Where("state = ?", "new").Or("state = ?", "pending").Delete(&TwinDoc{ID: 4})
+		})},
+		{name: "DeleteUnscoped", run: stmt(func(db *gorm.DB) *gorm.DB { return db.Unscoped().Where("owner = ?", "ann").Delete(&TwinDoc{}) })},
+		{name: "DeleteSlice", run: stmt(func(db *gorm.DB) *gorm.DB { return db.Delete(&[]TwinDoc{{ID: 4}, {ID: 5}}) })},
+		{name: "DeleteOrderLimit", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Where("amount > ?", 0).Order("id DESC").Limit(2).Delete(&TwinNote{})
+		})},
+		{name: "DeleteMissingWhere", run: stmt(func(db *gorm.DB) *gorm.DB { return db.Delete(&TwinDoc{}) })},
+		{name: "DeleteAllowGlobal", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Session(&gorm.Session{AllowGlobalUpdate: true}).Delete(&TwinNote{})
+		})},
+		{name: "DeleteNoRow", run: stmt(func(db *gorm.DB) *gorm.DB { return db.Where("owner = ?", "nobody").Delete(&TwinDoc{}) })},
+	}
+}
+
+// Issue 24, defect 3: fields with a serializer (json, gob, unixtime and a
+// custom one) on every write path: the events carry their Go values.
+func twinSerialized() []twinCase {
+	profile := func(id uint, name string) TwinProfile {
+		return TwinProfile{ID: id, Name: name, Prefs: map[string]string{"lang": "de"}, Tags: []string{"q"}, Seen: 1700000000, Secret: twinSecret{"word"}}
+	}
+	return []twinCase{
+		{name: "SerializedCreate", run: func(db *gorm.DB) (*gorm.DB, any) {
+			p := profile(0, "new")
+			return db.Create(&p), p
+		}},
+		{name: "SerializedSave", run: func(db *gorm.DB) (*gorm.DB, any) {
+			p := profile(1, "saved")
+			return db.Save(&p), p
+		}},
+		{name: "SerializedUpdatesStruct", run: func(db *gorm.DB) (*gorm.DB, any) {
+			p := TwinProfile{ID: 1}
+			return db.Model(&p).Updates(profile(0, "updated")), p
+		}},
+		{name: "SerializedUpdateOne", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Model(&TwinProfile{ID: 2}).Update("prefs", map[string]string{"lang": "it"})
+		})},
+		{name: "SerializedBulkUpdates", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Model(&TwinProfile{}).Where("name <> ?", "").Updates(profile(0, "bulk"))
+		})},
+		{name: "SerializedUpsert", run: func(db *gorm.DB) (*gorm.DB, any) {
+			ps := []TwinProfile{profile(1, "up"), profile(3, "new")}
+			return db.Clauses(clause.OnConflict{UpdateAll: true}).Create(&ps), ps
+		}},
+		{name: "SerializedDelete", run: stmt(func(db *gorm.DB) *gorm.DB { return db.Where("name = ?", "bob").Delete(&TwinProfile{}) })},
+	}
+}
