@@ -61,12 +61,40 @@ type Change struct {
 	// before the insert), "created" otherwise.
 	Upsert bool `json:"upsert,omitempty"`
 
-	row any // the *T the event is about, for filters and mappers
+	row     any               // the *T the event is about, for filters and mappers
+	fields  map[string]string // Track's: the model's field names and their columns
+	rowType reflect.Type      // DecodeChange's T
 }
 
-// Changed reports whether the statement wrote column (its database name or
-// the field name).
-func (c *Change) Changed(column string) bool { return slices.Contains(c.Columns, column) }
+// Changed reports whether the statement wrote a column, named by its
+// database name or by its field's name. In a TrackFilter the field is the
+// tracked model's; on a payload decoded with DecodeChange[T], T's (its
+// `gorm:"column:…"` tag, or GORM's default naming); on a Change decoded
+// otherwise, the field name is turned into a column by GORM's default
+// naming (Status: status, UpdatedAt: updated_at).
+func (c *Change) Changed(name string) bool {
+	if slices.Contains(c.Columns, name) {
+		return true
+	}
+	column, ok := c.fields[name]
+	if c.fields == nil {
+		column, ok = columnOf(c.rowType, name), true
+	}
+	return ok && slices.Contains(c.Columns, column)
+}
+
+// columnOf returns the column of field name of struct type t (nil: any
+// struct): its gorm column tag, or GORM's default naming.
+func columnOf(t reflect.Type, name string) string {
+	if t != nil && t.Kind() == reflect.Struct {
+		if f, ok := t.FieldByName(name); ok {
+			if col := schema.ParseTagSetting(f.Tag.Get("gorm"), ";")["COLUMN"]; col != "" {
+				return col
+			}
+		}
+	}
+	return schema.NamingStrategy{}.ColumnName("", name)
+}
 
 // DecodeChange decodes the payload of an event written by Track, and its
 // row into a T (nil when the event has no row: a delete whose row was not
@@ -76,7 +104,7 @@ func (c *Change) Changed(column string) bool { return slices.Contains(c.Columns,
 //
 // With TrackPayload, T is the type of what the mapper returns.
 func DecodeChange[T any](payload []byte) (*Change, *T, error) {
-	var c Change
+	c := Change{rowType: reflect.TypeFor[T]()}
 	if err := json.Unmarshal(payload, &c); err != nil {
 		return nil, nil, fmt.Errorf("outbox: decoding a tracked change: %w", err)
 	}
@@ -93,8 +121,9 @@ func DecodeChange[T any](payload []byte) (*Change, *T, error) {
 // trackSpec is one tracked model and its options.
 type trackSpec struct {
 	schema    *schema.Schema
-	modelType reflect.Type // the struct type
-	name      string       // aggregate type and event type prefix
+	modelType reflect.Type      // the struct type
+	fields    map[string]string // field name -> column, for Change.Changed
+	name      string            // aggregate type and event type prefix
 	types     map[ChangeOp]string
 	ops       map[ChangeOp]bool
 	topic     string
@@ -176,6 +205,12 @@ func Track(db *gorm.DB, model any, opts ...TrackOption) error {
 		ops:       map[ChangeOp]bool{ChangeCreated: true, ChangeUpdated: true, ChangeDeleted: true},
 		types:     map[ChangeOp]string{},
 		logger:    slog.Default(),
+		fields:    make(map[string]string, len(s.Fields)),
+	}
+	for _, f := range s.Fields {
+		if f.DBName != "" {
+			spec.fields[f.Name] = f.DBName
+		}
 	}
 	for _, o := range opts {
 		if o == nil {

@@ -153,7 +153,7 @@ func (p *Plugin) emitTracked(db *gorm.DB, spec *trackSpec, changes []trackedChan
 
 func (p *Plugin) trackedEvent(db *gorm.DB, spec *trackSpec, c *trackedChange) (Event, bool, error) {
 	id, key := keyOf(spec, db, c.row)
-	c.Key = key
+	c.Key, c.fields = key, spec.fields
 	ptr := rowPointer(c.row)
 	if !spec.ops[c.Op] || (spec.filter != nil && !spec.filter(&c.Change, ptr)) {
 		return Event{}, false, nil
