@@ -34,9 +34,11 @@ import (
 //     the statement runs inside an enclosing transaction (db.Transaction,
 //     CreateInBatches), that transaction is rolled back at once.
 //   - Called directly with a transaction's tx, the error is added to tx
-//     (later statements through it fail with it) and the transaction is
-//     rolled back at once, savepoints included: db.Transaction returns an
-//     error even if its function returns nil, and nothing commits.
+//     and the transaction is rolled back at once, savepoints included:
+//     nothing commits, and db.Transaction returns an error even if its
+//     function returns nil, one that says the transaction was rolled back
+//     and wraps Emit's error (errors.Is(err, ErrInvalidEvent)) and
+//     sql.ErrTxDone. Later statements through tx fail with it too.
 //
 // Return Emit's error anyway: the statement's error then says why.
 //
@@ -76,7 +78,7 @@ func Emit(tx *gorm.DB, events ...Event) error {
 		}
 	case inTransaction(stmt) && !tx.DryRun:
 		_ = tx.AddError(err)
-		doom(stmt)
+		doom(stmt, err)
 	}
 	return err
 }

@@ -16,6 +16,7 @@ type statementBuffer struct {
 	ownTx     bool          // the plugin opened the statement's transaction
 	flushed   bool          // later Emits write at once
 	failed    bool          // writing the events failed (before any COMMIT)
+	errBefore error         // the statement's error before its COMMIT or ROLLBACK
 }
 
 type bufferKey struct{}
@@ -93,6 +94,7 @@ func (p *Plugin) flushFor(o op) func(*gorm.DB) {
 			return
 		}
 		if db.Error != nil || db.DryRun {
+			buf.errBefore = db.Error
 			return
 		}
 		if o == opUpdate && p.saves.handOff(db, buf.events) {
@@ -111,25 +113,23 @@ func (p *Plugin) flushFor(o op) func(*gorm.DB) {
 
 // failStatement fails the statement because its events cannot be written,
 // whatever its hooks did with Emit's error. When the statement runs inside
-// a transaction it did not open (db.Transaction, CreateInBatches), that
-// transaction is rolled back at once: it cannot commit the statement's
-// rows without their events, whoever ignores the statement's error.
+// a transaction it did not open (db.Transaction, CreateInBatches, the
+// statement that saves it as an association or runs the hook that made
+// it), that transaction is rolled back at once (doom): it cannot commit
+// the statement's rows without their events, whoever ignores the
+// statement's error. The statement's error is then marked, so that the
+// statement that opened the transaction fails with it (restoreDoomed).
 func (p *Plugin) failStatement(db *gorm.DB, buf *statementBuffer, err error) {
 	if !errors.Is(db.Error, err) {
 		_ = db.AddError(err)
 	}
 	if !buf.ownTx && !gormStarted(db) {
-		doom(db.Statement)
+		doom(db.Statement, err)
+		if db.Error != nil {
+			db.Error = &doomedError{db.Error}
+		}
 	}
-}
-
-// doom rolls back the transaction of stmt's connection, if it has one.
-// GORM's own COMMIT of it then fails with sql.ErrTxDone, as does every
-// later statement through it.
-func doom(stmt *gorm.Statement) {
-	if c, ok := stmt.ConnPool.(gorm.TxCommitter); ok && c != nil {
-		_ = c.Rollback()
-	}
+	buf.errBefore = db.Error
 }
 
 // gormStarted reports whether GORM opened the statement's transaction (its
@@ -156,6 +156,7 @@ func (p *Plugin) end(db *gorm.DB) {
 		}
 		db.Statement.ConnPool = db.ConnPool
 	}
+	restoreDoomed(db, buf.errBefore)
 	if len(buf.recorders) > 0 {
 		o := unknown
 		if buf.ownTx || gormStarted(db) {
