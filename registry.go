@@ -99,7 +99,9 @@ func (r *Registry) Strict() bool { return r.strict }
 // more). An event of that type and version is then accepted by the write
 // path only if its Payload is a T, a non-nil *T, or JSON ([]byte,
 // json.RawMessage or any value marshalling to it) that decodes into a T
-// with no unknown field and no field of the wrong type, and passes the
+// with no unknown field and no field of the wrong type (for a struct T,
+// not JSON null or no bytes at all: an event without its payload is
+// refused), and passes the
 // options' checks: required fields (Required, and the fields tagged
 // `outbox:"required"`), the tenant field (the field tagged
 // `outbox:"tenant"`, or TenantField), which must equal Event.TenantID, and

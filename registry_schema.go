@@ -19,6 +19,9 @@ type eventSchema struct {
 	tenantField  []int    // index of the tenant field in goType (nil: none)
 	tenantName   string   // its JSON name, for messages
 	allowUnknown bool
+	// needsValue: T is a struct (or a pointer), so that an event without
+	// a payload (nil, a nil *T, JSON null, no bytes) is refused.
+	needsValue bool
 	// typed returns the payload as a T when it is a T or a non-nil *T.
 	typed func(payload any) (any, bool)
 	// decode decodes JSON into a T (strictly unless allowUnknown).
@@ -100,11 +103,15 @@ func Validate[T any](fn func(T) error) RegisterOption {
 func newSchema[T any](eventType string, version int) (*eventSchema, error) {
 	t := reflect.TypeFor[T]()
 	s := &eventSchema{
-		name:   fmt.Sprintf("%s v%d", eventType, version),
-		goType: t,
+		name:       fmt.Sprintf("%s v%d", eventType, version),
+		goType:     t,
+		needsValue: t.Kind() == reflect.Struct || t.Kind() == reflect.Pointer,
 		typed: func(p any) (any, bool) {
 			switch v := p.(type) {
 			case T:
+				if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+					return nil, false
+				}
 				return v, true
 			case *T:
 				if v != nil {
@@ -176,8 +183,11 @@ func jsonName(f reflect.StructField) string {
 func (s *eventSchema) check(value any, payload []byte, tenant string) error {
 	v, ok := s.typed(value)
 	if !ok {
-		b := payload
-		if len(bytes.TrimSpace(b)) == 0 {
+		b := bytes.TrimSpace(payload)
+		if len(b) == 0 || string(b) == "null" {
+			if s.needsValue {
+				return invalid("Payload", "is missing (nil or JSON null); %s needs a %s", s.name, s.goType)
+			}
 			b = []byte("null")
 		}
 		var err error
