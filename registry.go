@@ -108,6 +108,9 @@ func (r *Registry) Strict() bool { return r.strict }
 // Validate. The relay runs the same checks on the stored payload before
 // delivering it.
 //
+// The events Track writes (payload Change) are registered with
+// RegisterTracked, which names their types as Track does.
+//
 // It fails with an error wrapping ErrInvalidConfig for an empty type, a
 // version below 1, a type and version registered already, or a bad option.
 func Register[T any](r *Registry, eventType string, version int, opts ...RegisterOption) error {

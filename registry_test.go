@@ -197,8 +197,9 @@ func TestRegistryChecksRecordedEvents(t *testing.T) {
 }
 
 // Track's events are checked too: under a strict registry, a tracked
-// model's events must be registered (outbox.Change is their payload), and
-// a refused one rolls back the row that caused it.
+// model's events must be registered (RegisterTracked registers
+// outbox.Change, their payload), and a refused one rolls back the row
+// that caused it.
 func TestRegistryChecksTrackedEvents(t *testing.T) {
 	reg := outbox.NewRegistry()
 	must(t, outbox.Register[outbox.Change](reg, "shop_order.created", 1))

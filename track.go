@@ -1,12 +1,10 @@
 package outbox
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
-	"slices"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
@@ -16,107 +14,6 @@ import (
 // with TrackStrict whose affected rows cannot be told apart (see Track).
 // The statement fails and its transaction writes nothing.
 var ErrUntrackable = errors.New("outbox: tracked write cannot be captured")
-
-// ChangeOp is the kind of write a tracked event describes.
-type ChangeOp string
-
-// The operations Track turns into events, and the suffix of their types.
-const (
-	ChangeCreated ChangeOp = "created"
-	ChangeUpdated ChangeOp = "updated"
-	ChangeDeleted ChangeOp = "deleted"
-)
-
-// Change is the payload of an event written by Track, encoded as JSON:
-//
-//	{"op":"updated","key":{"id":7},"row":{...},"changed":["status","updated_at"],
-//	 "old":{"status":"new"},"new":{"status":"paid","updated_at":"..."}}
-//
-// Decode it with json.Unmarshal, and its Row with json.Unmarshal(c.Row, &order)
-// when reading an event (Row is the row as written when the event is made).
-type Change struct {
-	// Op is what happened to the row.
-	Op ChangeOp `json:"op"`
-	// Key holds the primary key columns and their values.
-	Key map[string]any `json:"key"`
-	// Row is the row as written (the model, or what TrackPayload made of
-	// it). For a delete, the row as it was, when it was loaded: always on a
-	// bulk delete, and for db.Delete(&m) when m has a field other than its
-	// key set. Empty otherwise.
-	Row json.RawMessage `json:"row,omitempty"`
-	// Columns, for an update, are the columns the statement wrote.
-	Columns []string `json:"changed,omitempty"`
-	// Old and New, for an update, hold the values of the written columns
-	// before and after, where known: New always, except for SQL
-	// expressions (gorm.Expr) on a single-row update; Old for statements
-	// that read the rows first (bulk statements, TrackOldValues).
-	Old map[string]any `json:"old,omitempty"`
-	New map[string]any `json:"new,omitempty"`
-	// Soft marks a soft delete (the model has a gorm.DeletedAt).
-	Soft bool `json:"soft,omitempty"`
-	// Upsert marks an event of a create with an ON CONFLICT DO UPDATE
-	// clause (clause.OnConflict, the insert db.Save runs when its update
-	// matched no row, associations saved with a parent): "updated" for a
-	// row that existed (its key was set and the row was found, and locked,
-	// before the insert), "created" otherwise.
-	Upsert bool `json:"upsert,omitempty"`
-
-	row     any               // the *T the event is about, for filters and mappers
-	fields  map[string]string // Track's: the model's field names and their columns
-	rowType reflect.Type      // DecodeChange's T
-}
-
-// Changed reports whether the statement wrote a column, named by its
-// database name or by its field's name. In a TrackFilter the field is the
-// tracked model's; on a payload decoded with DecodeChange[T], T's (its
-// `gorm:"column:…"` tag, or GORM's default naming); on a Change decoded
-// otherwise, the field name is turned into a column by GORM's default
-// naming (Status: status, UpdatedAt: updated_at).
-func (c *Change) Changed(name string) bool {
-	if slices.Contains(c.Columns, name) {
-		return true
-	}
-	column, ok := c.fields[name]
-	if c.fields == nil {
-		column, ok = columnOf(c.rowType, name), true
-	}
-	return ok && slices.Contains(c.Columns, column)
-}
-
-// columnOf returns the column of field name of struct type t (nil: any
-// struct): its gorm column tag, or GORM's default naming.
-func columnOf(t reflect.Type, name string) string {
-	if t != nil && t.Kind() == reflect.Struct {
-		if f, ok := t.FieldByName(name); ok {
-			if col := schema.ParseTagSetting(f.Tag.Get("gorm"), ";")["COLUMN"]; col != "" {
-				return col
-			}
-		}
-	}
-	return schema.NamingStrategy{}.ColumnName("", name)
-}
-
-// DecodeChange decodes the payload of an event written by Track, and its
-// row into a T (nil when the event has no row: a delete whose row was not
-// loaded). A consumer of "order.updated":
-//
-//	c, order, err := outbox.DecodeChange[Order](env.Payload)
-//
-// With TrackPayload, T is the type of what the mapper returns.
-func DecodeChange[T any](payload []byte) (*Change, *T, error) {
-	c := Change{rowType: reflect.TypeFor[T]()}
-	if err := json.Unmarshal(payload, &c); err != nil {
-		return nil, nil, fmt.Errorf("outbox: decoding a tracked change: %w", err)
-	}
-	if len(c.Row) == 0 || string(c.Row) == "null" {
-		return &c, nil, nil
-	}
-	row := new(T)
-	if err := json.Unmarshal(c.Row, row); err != nil {
-		return &c, nil, fmt.Errorf("outbox: decoding the row of a tracked change: %w", err)
-	}
-	return &c, row, nil
-}
 
 // trackSpec is one tracked model and its options.
 type trackSpec struct {
@@ -135,6 +32,7 @@ type trackSpec struct {
 	partition func(row any) string
 	tenant    func(row any) string
 	filter    func(c *Change, row any) bool
+	version   int            // of the events (TrackVersion); 0: 1
 	typed     []reflect.Type // the T of typed options, checked against the model
 }
 
@@ -154,20 +52,41 @@ type trackSpec struct {
 // SkipDefaultTransaction the plugin opens a transaction for statements of
 // tracked models, as it does for models that Emit.
 //
+// Tracking a model adds events and changes nothing else: a statement
+// reads, locks and writes the rows it would write untracked, and returns
+// the same RowsAffected and errors (track_twin_test.go runs every path
+// below on a tracked and an untracked twin, on each database).
+//
 // Every GORM write path of the model is captured, one event per affected
 // row, none when no row is affected: Create of one value, a slice or
-// CreateInBatches; Save (an update, or an insert when it matched no row);
-// Updates with a struct or a map, Update, UpdateColumn(s); Delete (soft:
-// "deleted" with Change.Soft; Unscoped: hard); upserts (Create with
-// clause.OnConflict: "updated" for the rows whose key was set and found
-// before the insert, "created" for the others, both with Change.Upsert;
-// DO NOTHING: "created" for the rows inserted only); associations saved
-// with a parent, when their model is tracked. An update or delete whose model
-// value does not name one row by its primary key (db.Model(&Order{}).Where(…),
-// db.Delete(&Order{}, id), a slice) first reads the rows it will change, in
-// its transaction, locking them (SELECT … FOR UPDATE on PostgreSQL and
-// MySQL; SQLite has one writer), and is restricted to those rows; so each
-// event names its row with its old and new values.
+// CreateInBatches; Save (an update, or an insert when it matched no row;
+// of a slice, an upsert); Updates with a struct or a map (gorm.Expr
+// values included), Update, UpdateColumn(s), with Select and Omit;
+// Delete (soft: "deleted" with Change.Soft; Unscoped: hard); upserts
+// (Create with clause.OnConflict: "updated" for the rows whose key was
+// set and found before the insert, "created" for the others, both with
+// Change.Upsert; DO NOTHING: "created" for the rows inserted only; a DO
+// UPDATE with a WHERE, or with SQL expressions, which may leave a row as
+// it was: "updated" only for the rows it changed, with their old and new
+// values); associations saved with a parent, and rows a hook writes, when
+// their model is tracked. An update or delete that does not name one row
+// by its primary key (db.Model(&Order{}).Where(…), db.Delete(&Order{}, id),
+// a slice, Session AllowGlobalUpdate, and a key together with a condition
+// that GORM joins with OR) first reads the rows it will change, in its
+// transaction, with its own WHERE (Not, nested groups, Scopes and
+// subqueries included) and, where the database applies them to an UPDATE
+// or DELETE (MySQL), its ORDER BY and LIMIT, locking them (SELECT … FOR
+// UPDATE on PostgreSQL and MySQL; SQLite has one writer); it is then
+// restricted to those rows ("(<its WHERE>) AND <key> IN (…)") and reads
+// them again, locking, as it left them: so each event names its row with
+// its old and new values. The rows of an upsert whose key is set are read
+// plainly, and only those found are locked (a locking read of a key that
+// does not exist locks a gap on MySQL).
+//
+// With a strict registry (Plugin.Registry), register the model's event
+// types once at start-up with RegisterTracked and the same options:
+//
+//	outbox.RegisterTracked(reg, &Order{}) // order.created, .updated, .deleted: Change
 //
 // Not captured: db.Exec and db.Raw (a debug message on the TrackLogger
 // names the statement, and TrackStrict refuses it), db.Table(…) without a
@@ -194,9 +113,22 @@ func Track(db *gorm.DB, model any, opts ...TrackOption) error {
 	if err := parse.Parse(model); err != nil {
 		return fmt.Errorf("%w: Track: %v", ErrInvalidConfig, err)
 	}
-	s := parse.Schema
+	spec, err := newTrackSpec("Track", parse.Schema, opts)
+	if err != nil {
+		return err
+	}
+	if _, loaded := p.tracked.LoadOrStore(spec.modelType, spec); loaded {
+		return fmt.Errorf("%w: Track: model %s is already tracked", ErrInvalidConfig, spec.schema.Name)
+	}
+	p.trackedAny.Store(true)
+	return nil
+}
+
+// newTrackSpec makes the spec of model s tracked with opts (caller names
+// Track or RegisterTracked in errors).
+func newTrackSpec(caller string, s *schema.Schema, opts []TrackOption) (*trackSpec, error) {
 	if len(s.PrimaryFields) == 0 {
-		return fmt.Errorf("%w: Track: model %s has no primary key", ErrInvalidConfig, s.Name)
+		return nil, fmt.Errorf("%w: %s: model %s has no primary key", ErrInvalidConfig, caller, s.Name)
 	}
 	spec := &trackSpec{
 		schema:    s,
@@ -217,24 +149,20 @@ func Track(db *gorm.DB, model any, opts ...TrackOption) error {
 			continue
 		}
 		if err := o(spec); err != nil {
-			return fmt.Errorf("%w: Track(%s): %v", ErrInvalidConfig, s.Name, err)
+			return nil, fmt.Errorf("%w: %s(%s): %v", ErrInvalidConfig, caller, s.Name, err)
 		}
 	}
 	for _, t := range spec.typed {
 		if t != spec.modelType {
-			return fmt.Errorf("%w: Track(%s): an option is typed for %s", ErrInvalidConfig, s.Name, t)
+			return nil, fmt.Errorf("%w: %s(%s): an option is typed for %s", ErrInvalidConfig, caller, s.Name, t)
 		}
 	}
-	for _, op := range []ChangeOp{ChangeCreated, ChangeUpdated, ChangeDeleted} {
+	for _, op := range trackOps {
 		if spec.types[op] == "" {
 			spec.types[op] = spec.name + "." + string(op)
 		}
 	}
-	if _, loaded := p.tracked.LoadOrStore(spec.modelType, spec); loaded {
-		return fmt.Errorf("%w: Track: model %s is already tracked", ErrInvalidConfig, s.Name)
-	}
-	p.trackedAny.Store(true)
-	return nil
+	return spec, nil
 }
 
 // trackOf returns the spec of the statement's model, or nil.

@@ -145,7 +145,7 @@ func (p *Plugin) emitTracked(db *gorm.DB, spec *trackSpec, changes []trackedChan
 	}
 	enc, err := p.encodeAll(db.Statement.Context, events)
 	if err != nil {
-		p.failTracked(db, fmt.Errorf("outbox: Track(%s): %w", spec.name, err))
+		p.failTracked(db, fmt.Errorf("outbox: Track(%s): %w%s", spec.name, err, p.registerHint(spec)))
 		return
 	}
 	buf.events = append(buf.events, enc...)
@@ -178,6 +178,7 @@ func (p *Plugin) trackedEvent(db *gorm.DB, spec *trackSpec, c *trackedChange) (E
 		AggregateID:   id,
 		PartitionKey:  spec.name + ":" + id,
 		Topic:         spec.topic,
+		Version:       spec.version,
 		Payload:       json.RawMessage(payload),
 	}
 	if spec.partition != nil {

@@ -66,6 +66,19 @@ func checkOp(op ChangeOp) error {
 	return fmt.Errorf("unknown operation %q (want ChangeCreated, ChangeUpdated or ChangeDeleted)", op)
 }
 
+// TrackVersion sets the Version of the model's events (1 unless set):
+// the version their Change payloads are registered at (RegisterTracked),
+// and the one upcasters (RegisterUpcaster) start from.
+func TrackVersion(version int) TrackOption {
+	return func(s *trackSpec) error {
+		if version < 1 {
+			return fmt.Errorf("TrackVersion: version %d, want 1 or more", version)
+		}
+		s.version = version
+		return nil
+	}
+}
+
 // TrackTopic sets the Topic of the model's events.
 func TrackTopic(topic string) TrackOption {
 	return func(s *trackSpec) error { s.topic = topic; return nil }
