@@ -94,7 +94,7 @@ func (p *Plugin) trackBeforeCreate(db *gorm.DB) {
 	}
 	found, err := p.readRows(db, spec, rowRead{conds: conds})
 	if err == nil && found.Len() > 0 {
-		found, err = p.reread(db, spec, found)
+		found, err = p.reread(db, spec, found, true)
 	}
 	if err != nil {
 		_ = db.AddError(fmt.Errorf("outbox: Track(%s): reading the rows to insert: %w", spec.name, err))

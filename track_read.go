@@ -69,15 +69,21 @@ func keyOrder(spec *trackSpec) clause.OrderBy {
 	return clause.OrderBy{Columns: order}
 }
 
-// reread reads rows again by their keys, with a locking read: the rows as
-// the statement left them (a plain read under REPEATABLE READ returns the
-// transaction's snapshot of a row the statement did not change).
-func (p *Plugin) reread(db *gorm.DB, spec *trackSpec, rows reflect.Value) (reflect.Value, error) {
+// reread reads rows again by their keys, locking them with lock.
+func (p *Plugin) reread(db *gorm.DB, spec *trackSpec, rows reflect.Value, lock bool) (reflect.Value, error) {
 	conds := identityConds(db.Statement, rows)
 	if len(conds) == 0 {
 		return reflect.New(reflect.SliceOf(spec.modelType)).Elem(), nil
 	}
-	return p.readRows(db, spec, rowRead{conds: conds, lock: true})
+	return p.readRows(db, spec, rowRead{conds: conds, lock: lock})
+}
+
+// written reads rows again as the statement that has just run left them:
+// with a locking read where a plain one may return the transaction's
+// snapshot of a row the statement matched but did not change (InnoDB
+// under REPEATABLE READ; sqldriver.Writer.SnapshotAfterUpdate).
+func (p *Plugin) written(db *gorm.DB, spec *trackSpec, rows reflect.Value) (reflect.Value, error) {
+	return p.reread(db, spec, rows, p.writer.drv.SnapshotAfterUpdate())
 }
 
 // restrict limits the statement to the rows read (none: no row): its

@@ -20,17 +20,10 @@ func stmt(fn func(db *gorm.DB) *gorm.DB) func(db *gorm.DB) (*gorm.DB, any) {
 // changed row.
 func TestTrackTwinWritePaths(t *testing.T) {
 	eachTwin(t, func(t *testing.T, tw *twin) {
-		for _, c := range twinCreates() {
-			t.Run(c.name, func(t *testing.T) { tw.runCase(t, c) })
-		}
-		for _, c := range twinUpdates() {
-			t.Run(c.name, func(t *testing.T) { tw.runCase(t, c) })
-		}
-		for _, c := range twinSerialized() {
-			t.Run(c.name, func(t *testing.T) { tw.runCase(t, c) })
-		}
-		for _, c := range twinDeletes() {
-			t.Run(c.name, func(t *testing.T) { tw.runCase(t, c) })
+		for _, cases := range [][]twinCase{twinCreates(), twinUpserts(), twinUpdates(), twinBulkUpdates(), twinSerialized(), twinDeletes()} {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) { tw.runCase(t, c) })
+			}
 		}
 	})
 }
@@ -69,6 +62,11 @@ func twinCreates() []twinCase {
 			ts := []TwinTag{{Code: "a", State: "saved", Amount: 10}, {Code: "z", State: "saved", Amount: 11}}
 			return db.Save(&ts), ts
 		}},
+	}
+}
+
+func twinUpserts() []twinCase {
+	return []twinCase{
 		{name: "UpsertUpdateAll", run: func(db *gorm.DB) (*gorm.DB, any) {
 			ts := []TwinTag{{Code: "b", State: "up", Amount: 20}, {Code: "d", State: "up", Amount: 21}}
 			return db.Clauses(clause.OnConflict{UpdateAll: true}).Create(&ts), ts
@@ -104,7 +102,6 @@ func twinCreates() []twinCase {
 
 func twinUpdates() []twinCase {
 	one := func(db *gorm.DB) *gorm.DB { return db.Model(&TwinDoc{ID: 3}) }
-	bulk := func(db *gorm.DB) *gorm.DB { return db.Model(&TwinDoc{}) }
 	return []twinCase{
 		{name: "Update", run: stmt(func(db *gorm.DB) *gorm.DB { return one(db).Update("state", "x") })},
 		{name: "UpdatesStruct", run: stmt(func(db *gorm.DB) *gorm.DB { return one(db).Updates(TwinDoc{State: "x", Amount: 8}) })},
@@ -141,9 +138,19 @@ func twinUpdates() []twinCase {
 		{name: "OneWithOrStringKey", run: stmt(func(db *gorm.DB) *gorm.DB {
 			return db.Model(&TwinTag{Code: "c"}).Where("state = ?", "new").Or("state = ?", "pending").Update("amount", 9)
 		})},
+		{name: "OneSoftDeleted", run: stmt(func(db *gorm.DB) *gorm.DB { return db.Model(&TwinDoc{ID: 6}).Update("state", "x") })},
+		{name: "OneSoftDeletedUnscoped", run: stmt(func(db *gorm.DB) *gorm.DB {
+			return db.Unscoped().Model(&TwinDoc{ID: 6}).Update("state", "x")
+		})},
 		{name: "OneWithWhereNotMatching", run: stmt(func(db *gorm.DB) *gorm.DB {
 			return one(db).Where("state = ?", "paid").Update("state", "x")
 		})},
+	}
+}
+
+func twinBulkUpdates() []twinCase {
+	bulk := func(db *gorm.DB) *gorm.DB { return db.Model(&TwinDoc{}) }
+	return []twinCase{
 		{name: "BulkWhere", run: stmt(func(db *gorm.DB) *gorm.DB { return bulk(db).Where("owner = ?", "ann").Update("amount", 4) })},
 		{name: "BulkOr", run: stmt(func(db *gorm.DB) *gorm.DB {
 			return bulk(db).Where("state = ?", "new").Or("state = ?", "pending").Update("state", "x")
@@ -182,6 +189,19 @@ func twinUpdates() []twinCase {
 		{name: "BulkOrderLimit", run: stmt(func(db *gorm.DB) *gorm.DB {
 			return bulk(db).Where("amount > ?", 0).Order("id DESC").Limit(2).Update("state", "x")
 		})},
+		// A statement value used twice: the second update's WHERE is the
+		// first's, as GORM leaves it.
+		{name: "ReusedStatement", first: func(db *gorm.DB) *gorm.DB {
+			q := bulk(db).Where("owner = ?", "ann")
+			if err := q.Update("amount", 1).Error; err != nil {
+				return q
+			}
+			return q
+		}, run: stmt(func(q *gorm.DB) *gorm.DB { return q.Update("state", "again") })},
+		{name: "BulkReturning", only: []string{testenv.SQLite, testenv.Postgres}, run: func(db *gorm.DB) (*gorm.DB, any) {
+			var ds []TwinDoc
+			return db.Model(&ds).Clauses(clause.Returning{}).Where("state = ?", "new").Update("amount", 6), ds
+		}},
 		{name: "SliceModel", run: stmt(func(db *gorm.DB) *gorm.DB {
 			return db.Model(&[]TwinDoc{{ID: 1}, {ID: 2}}).Update("state", "x")
 		})},

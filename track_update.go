@@ -70,7 +70,7 @@ func (p *Plugin) trackUpdated(db *gorm.DB) {
 	}
 	var changes []trackedChange
 	if st.locked.IsValid() {
-		after, err := p.reread(db, st.spec, st.locked)
+		after, err := p.written(db, st.spec, st.locked)
 		if err != nil {
 			p.failTracked(db, fmt.Errorf("outbox: Track(%s): reading the rows changed: %w", st.spec.name, err))
 			return

@@ -42,7 +42,7 @@ func (p *Plugin) upsertedRows(db *gorm.DB, st *trackState, changes []trackedChan
 	for _, r := range st.existed {
 		before = reflect.Append(before, r)
 	}
-	after, err := p.reread(db, st.spec, before)
+	after, err := p.written(db, st.spec, before)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: Track(%s): reading the rows upserted: %w", st.spec.name, err)
 	}

@@ -12,7 +12,8 @@
 //   - Clock: the database's notion of now, and how times are bound and read;
 //   - Statements: the clauses of inserts that skip or update duplicates;
 //   - Schema: connection checks, table lookups and row estimates;
-//   - Writer: the write path's key locks, inserts and duplicate reads;
+//   - Writer: the write path's key locks, inserts and duplicate reads, and
+//     what a read after an UPDATE sees;
 //   - Idempotency: the idempotency records' insert and takeover;
 //   - Claimer: the relay's claim and what the relay may assume of the database;
 //   - Retention: pruning what the write path leaves behind;
@@ -232,6 +233,14 @@ type Writer interface {
 	// snapshot; with p.Latest, also those committed since (a row another
 	// transaction inserted under the same id).
 	FindEvents(tx *gorm.DB, p FindEventsParams, dest any) error
+	// SnapshotAfterUpdate reports whether a plain read, in a transaction
+	// that has just run an UPDATE, may return a row the UPDATE matched
+	// but left as it was as of the transaction's snapshot instead of as
+	// stored (InnoDB under REPEATABLE READ); a locking read returns it as
+	// stored. False: a plain read returns every row the UPDATE matched as
+	// stored (PostgreSQL writes a new version of each; SQLite has one
+	// writer). Track reads the rows a statement wrote with it.
+	SnapshotAfterUpdate() bool
 }
 
 // InsertKeyParams are the parameters of Idempotency.InsertKey.

@@ -18,6 +18,7 @@ func exerciseWriter(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *
 	t.Run("InsertEvents", s.writerInsertEvents)
 	t.Run("FindEvents", s.writerFindEvents)
 	t.Run("FindEventsLeavesGapsFree", s.writerFindEventsLeavesGapsFree)
+	t.Run("SnapshotAfterUpdate", s.writerSnapshotAfterUpdate)
 	t.Run("LockKeysSerialises", s.writerLockKeysSerialises)
 	t.Run("LockKeysNoDeadlock", s.writerLockKeysNoDeadlock)
 }
@@ -138,6 +139,41 @@ func (s suite) writerFindEventsLeavesGapsFree(t *testing.T) {
 	must(t, b.Commit().Error)
 	if got := count(t, db, Table, "1 = 1"); got != 6 {
 		t.Fatalf("%d rows, want 6", got)
+	}
+}
+
+// SnapshotAfterUpdate says whether a plain read after an UPDATE that left
+// a row as it was returns the row as stored: a transaction reads a row,
+// another changes it and commits, the first updates it to a value it has
+// already; its plain read then returns the other's write unless
+// SnapshotAfterUpdate, and its locking read always does.
+func (s suite) writerSnapshotAfterUpdate(t *testing.T) {
+	if !s.drv.ConcurrentWriters() {
+		t.Skip("one writer at a time: no other transaction commits meanwhile")
+	}
+	db := s.setup(t)
+	insert(t, s.drv, db, false, event("a", "", nil))
+	typeOf := func(tx *gorm.DB, locking bool) string {
+		var typ string
+		q := "SELECT type FROM " + Table + " WHERE event_id = 'a'"
+		if locking {
+			q += " FOR UPDATE"
+		}
+		must(t, tx.Raw(q).Scan(&typ).Error)
+		return typ
+	}
+	tx := db.Begin()
+	defer tx.Rollback()
+	if got := typeOf(tx, false); got != "t" {
+		t.Fatalf("type %q, want t", got)
+	}
+	must(t, db.Exec("UPDATE "+Table+" SET type = 'other' WHERE event_id = 'a'").Error)
+	must(t, tx.Exec("UPDATE "+Table+" SET type = 'other' WHERE event_id = 'a'").Error)
+	if got, want := typeOf(tx, false), "other"; (got == want) == s.drv.SnapshotAfterUpdate() {
+		t.Errorf("plain read after the update: type %q; SnapshotAfterUpdate is %v", got, s.drv.SnapshotAfterUpdate())
+	}
+	if got := typeOf(tx, true); got != "other" {
+		t.Errorf("locking read after the update: type %q, want other (as stored)", got)
 	}
 }
 

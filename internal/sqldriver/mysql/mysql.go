@@ -140,6 +140,11 @@ func (Driver) InsertEvents(tx *gorm.DB, p sqldriver.InsertEventsParams) (int64, 
 // as 0 rows, or as 1 with the clientFoundRows DSN flag.
 func (Driver) InsertCountsRows() bool { return false }
 
+// SnapshotAfterUpdate is true: under REPEATABLE READ InnoDB keeps a row
+// an UPDATE matched without changing it out of the transaction's own
+// writes, so that a plain read returns the snapshot's version.
+func (Driver) SnapshotAfterUpdate() bool { return true }
+
 // LockKeys upserts a row per key of <table>_keys, in key order: the row
 // lock is held until the transaction ends.
 func (Driver) LockKeys(tx *gorm.DB, p sqldriver.LockKeysParams) error {

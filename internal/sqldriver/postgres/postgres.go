@@ -138,6 +138,10 @@ func (Driver) InsertEvents(tx *gorm.DB, p sqldriver.InsertEventsParams) (int64, 
 // InsertCountsRows is true: ON CONFLICT DO NOTHING counts inserted rows.
 func (Driver) InsertCountsRows() bool { return true }
 
+// SnapshotAfterUpdate is false: an UPDATE writes a new version of every
+// row it matches, which the transaction's later reads see.
+func (Driver) SnapshotAfterUpdate() bool { return false }
+
 // LockKeys takes a transaction-scoped advisory lock per key: class the
 // hash of the table, key the hash of the key (a collision only makes two
 // keys share a lock), in ascending order. No table, and released by

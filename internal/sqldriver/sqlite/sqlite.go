@@ -118,6 +118,10 @@ func (Driver) InsertEvents(tx *gorm.DB, p sqldriver.InsertEventsParams) (int64, 
 // InsertCountsRows is true: ON CONFLICT DO NOTHING counts inserted rows.
 func (Driver) InsertCountsRows() bool { return true }
 
+// SnapshotAfterUpdate is false: SQLite has one writer, whose reads see
+// the database as its transaction left it.
+func (Driver) SnapshotAfterUpdate() bool { return false }
+
 // LockKeys does nothing: SQLite runs one writer at a time already.
 func (Driver) LockKeys(*gorm.DB, sqldriver.LockKeysParams) error { return nil }
 
