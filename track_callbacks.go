@@ -92,7 +92,7 @@ func (p *Plugin) trackBeforeCreate(db *gorm.DB) {
 	if len(conds) == 0 {
 		return
 	}
-	found, err := p.readRows(db, spec, rowRead{conds: conds})
+	found, err := p.readFirst(db, spec, rowRead{conds: conds})
 	if err == nil && found.Len() > 0 {
 		found, err = p.reread(db, spec, found, true)
 	}

@@ -30,6 +30,19 @@ type rowRead struct {
 	lock bool
 }
 
+// readFirst reads rows ahead of the statement that writes them: its
+// transaction becomes a writer first (sqldriver.Writer.BeginWrite): on
+// SQLite a deferred transaction that reads first cannot write once
+// another writer has committed, where the statement alone waits for the
+// lock and runs.
+func (p *Plugin) readFirst(db *gorm.DB, spec *trackSpec, r rowRead) (reflect.Value, error) {
+	s := db.Session(&gorm.Session{NewDB: true, SkipHooks: true})
+	if err := p.writer.drv.BeginWrite(s, p.table); err != nil {
+		return reflect.Value{}, err
+	}
+	return p.readRows(db, spec, r)
+}
+
 // readRows reads the rows r names (every row when r has no condition,
 // which only a statement allowed to be global asks for) through db's
 // connection, without hooks, in key order or the statement's.

@@ -164,11 +164,18 @@ func eachTwin(t *testing.T, fn func(t *testing.T, tw *twin)) {
 
 func openTwin(t *testing.T, dialect string) *twin {
 	t.Helper()
+	return newTwin(t, dialect, func(cfg *gorm.Config) *gorm.DB { return testenv.OpenConfig(t, dialect, cfg) })
+}
+
+// newTwin makes a twin of the databases open returns, given the twins'
+// configuration.
+func newTwin(t *testing.T, dialect string, open func(cfg *gorm.Config) *gorm.DB) *twin {
+	t.Helper()
 	tw := &twin{dialect: dialect}
 	for i, db := range []**gorm.DB{&tw.tracked, &tw.plain} {
 		cfg := testenv.Config()
 		cfg.NowFunc = func() time.Time { return twinNow }
-		*db = testenv.OpenConfig(t, dialect, cfg)
+		*db = open(cfg)
 		must(t, (*db).Use(&outbox.Plugin{AutoMigrate: true}))
 		must(t, (*db).AutoMigrate(&TwinDoc{}, &TwinNote{}, &TwinTag{}, &TwinBox{}, &TwinItem{}, &TwinProfile{}, &TwinOwner{}))
 		if i == 0 {

@@ -133,7 +133,7 @@ func (p *Plugin) trackDeleted(db *gorm.DB) {
 // lockFirst reads and locks the rows r names, and restricts the statement
 // to them.
 func (p *Plugin) lockFirst(db *gorm.DB, st *trackState, r rowRead) {
-	rows, err := p.readRows(db, st.spec, r)
+	rows, err := p.readFirst(db, st.spec, r)
 	if err != nil {
 		_ = db.AddError(fmt.Errorf("outbox: Track(%s): reading the rows to change: %w", st.spec.name, err))
 		return

@@ -241,6 +241,15 @@ type Writer interface {
 	// stored (PostgreSQL writes a new version of each; SQLite has one
 	// writer). Track reads the rows a statement wrote with it.
 	SnapshotAfterUpdate() bool
+	// BeginWrite makes tx's transaction a writer of the database holding
+	// table (the outbox table) now,
+	// where a read would start one that cannot become a writer once
+	// another writer commits (SQLite's deferred transactions: the write
+	// then fails with "database is locked" whatever the busy timeout). It
+	// waits, as a write would, for the writer holding the lock. Track
+	// calls it before the reads it makes ahead of a write. Where writers
+	// lock rows (PostgreSQL, MySQL) it does nothing.
+	BeginWrite(tx *gorm.DB, table string) error
 }
 
 // InsertKeyParams are the parameters of Idempotency.InsertKey.

@@ -1,6 +1,8 @@
 package drivertest
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"sync"
 	"testing"
@@ -19,6 +21,7 @@ func exerciseWriter(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *
 	t.Run("FindEvents", s.writerFindEvents)
 	t.Run("FindEventsLeavesGapsFree", s.writerFindEventsLeavesGapsFree)
 	t.Run("SnapshotAfterUpdate", s.writerSnapshotAfterUpdate)
+	t.Run("BeginWrite", s.writerBeginWrite)
 	t.Run("LockKeysSerialises", s.writerLockKeysSerialises)
 	t.Run("LockKeysNoDeadlock", s.writerLockKeysNoDeadlock)
 }
@@ -174,6 +177,41 @@ func (s suite) writerSnapshotAfterUpdate(t *testing.T) {
 	}
 	if got := typeOf(tx, true); got != "other" {
 		t.Errorf("locking read after the update: type %q, want other (as stored)", got)
+	}
+}
+
+// BeginWrite, in a transaction that has not written (BEGIN DEFERRED on
+// SQLite), takes the write lock: another session cannot begin writing
+// until it ends. Where writers lock rows it must still succeed.
+func (s suite) writerBeginWrite(t *testing.T) {
+	db := s.setup(t)
+	if s.drv.ConcurrentWriters() {
+		must(t, db.Transaction(func(tx *gorm.DB) error { return s.drv.BeginWrite(tx, Table) }))
+		return
+	}
+	ctx := context.Background()
+	sqlDB, err := db.DB()
+	must(t, err)
+	conn := func() *sql.Conn {
+		c, err := sqlDB.Conn(ctx)
+		must(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	first, second := conn(), conn()
+	exec := func(c *sql.Conn, q string) error { _, err := c.ExecContext(ctx, q); return err }
+	must(t, exec(second, "PRAGMA busy_timeout = 0"))
+	must(t, exec(first, "BEGIN DEFERRED"))
+	defer func() { _ = exec(first, "ROLLBACK") }()
+	// A deferred transaction holds no lock until it writes.
+	must(t, exec(second, "BEGIN IMMEDIATE"))
+	must(t, exec(second, "COMMIT"))
+	tx := db.Session(&gorm.Session{NewDB: true})
+	tx.Statement.ConnPool = first
+	must(t, s.drv.BeginWrite(tx, Table))
+	if err := exec(second, "BEGIN IMMEDIATE"); err == nil {
+		_ = exec(second, "ROLLBACK")
+		t.Fatal("another session began writing after BeginWrite; want it locked out")
 	}
 }
 

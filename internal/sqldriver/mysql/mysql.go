@@ -145,6 +145,9 @@ func (Driver) InsertCountsRows() bool { return false }
 // writes, so that a plain read returns the snapshot's version.
 func (Driver) SnapshotAfterUpdate() bool { return true }
 
+// BeginWrite does nothing: writers lock rows.
+func (Driver) BeginWrite(tx *gorm.DB, table string) error { return nil }
+
 // LockKeys upserts a row per key of <table>_keys, in key order: the row
 // lock is held until the transaction ends.
 func (Driver) LockKeys(tx *gorm.DB, p sqldriver.LockKeysParams) error {

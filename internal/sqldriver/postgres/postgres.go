@@ -142,6 +142,9 @@ func (Driver) InsertCountsRows() bool { return true }
 // row it matches, which the transaction's later reads see.
 func (Driver) SnapshotAfterUpdate() bool { return false }
 
+// BeginWrite does nothing: writers lock rows.
+func (Driver) BeginWrite(tx *gorm.DB, table string) error { return nil }
+
 // LockKeys takes a transaction-scoped advisory lock per key: class the
 // hash of the table, key the hash of the key (a collision only makes two
 // keys share a lock), in ascending order. No table, and released by

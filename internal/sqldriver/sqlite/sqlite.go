@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/gormoutbox/outbox/internal/sqldriver"
 )
@@ -121,6 +122,13 @@ func (Driver) InsertCountsRows() bool { return true }
 // SnapshotAfterUpdate is false: SQLite has one writer, whose reads see
 // the database as its transaction left it.
 func (Driver) SnapshotAfterUpdate() bool { return false }
+
+// BeginWrite runs a DELETE that matches no row: a write statement takes
+// the database's write lock (waiting for it, as any write does) when it
+// starts, whatever it then changes.
+func (Driver) BeginWrite(tx *gorm.DB, table string) error {
+	return tx.Exec("DELETE FROM ? WHERE 0", clause.Table{Name: table}).Error
+}
 
 // LockKeys does nothing: SQLite runs one writer at a time already.
 func (Driver) LockKeys(*gorm.DB, sqldriver.LockKeysParams) error { return nil }
