@@ -42,6 +42,12 @@ func twinCreates() []twinCase {
 			ds := []*TwinNote{{State: "1"}, {State: "2"}, {State: "3"}, {State: "4"}, {State: "5"}}
 			return db.CreateInBatches(ds, 2), ds
 		}},
+		// The second batch's duplicate key fails the statement: the first
+		// batch, and its events, roll back with it.
+		{name: "CreateInBatchesFailing", run: func(db *gorm.DB) (*gorm.DB, any) {
+			ns := []TwinNote{{ID: 101, State: "1"}, {ID: 102, State: "2"}, {ID: 103, State: "3"}, {ID: 1, State: "dup"}}
+			return db.CreateInBatches(&ns, 2), nil
+		}},
 		{name: "CreateWithAssociations", run: func(db *gorm.DB) (*gorm.DB, any) {
 			b := &TwinBox{Label: "two", Items: []TwinItem{{SKU: "p", Qty: 1}, {SKU: "q", Qty: 2}}}
 			return db.Create(b), b
@@ -122,6 +128,11 @@ func twinUpdates() []twinCase {
 		{name: "OmitUpdates", run: stmt(func(db *gorm.DB) *gorm.DB {
 			return one(db).Omit("amount").Updates(TwinDoc{State: "x", Amount: 9})
 		})},
+		// MySQL counts no row for an unchanged row: GORM then upserts it.
+		{name: "SaveUnchanged", unchanged: []string{"twin_note:1"}, run: func(db *gorm.DB) (*gorm.DB, any) {
+			n := &TwinNote{ID: 1, State: "new", Amount: 1}
+			return db.Save(n), n
+		}},
 		{name: "SaveExisting", run: func(db *gorm.DB) (*gorm.DB, any) {
 			d := &TwinDoc{ID: 2, State: "saved", Amount: 2, Owner: "bob"}
 			return db.Save(d), d

@@ -64,8 +64,11 @@ func (p *Plugin) trackUpdated(db *gorm.DB) {
 	}
 	// Rows read first all matched (they were locked): MySQL's count leaves
 	// out those the UPDATE did not change, which PostgreSQL and SQLite
-	// count, so the rows read decide, alike on every database.
-	if db.Error != nil || (db.RowsAffected == 0 && (!st.locked.IsValid() || st.locked.Len() == 0)) {
+	// count, so the rows read decide, alike on every database. Except for
+	// db.Save's update, which GORM follows with an upsert of the value
+	// when it counts no row (MySQL: an unchanged row): that upsert reports
+	// the row, once.
+	if db.Error != nil || (db.RowsAffected == 0 && (!st.locked.IsValid() || st.locked.Len() == 0 || saveShaped(db.Statement))) {
 		return
 	}
 	var changes []trackedChange
