@@ -93,7 +93,8 @@ func (p *Plugin) trackBeforeCreate(db *gorm.DB) {
 		return
 	}
 	found, err := p.readFirst(db, spec, rowRead{conds: conds})
-	if err == nil && found.Len() > 0 {
+	if err == nil && found.Len() > 0 && p.writer.drv.ConcurrentWriters() {
+		// With one writer (SQLite) the transaction holds them already.
 		found, err = p.reread(db, spec, found, true)
 	}
 	if err != nil {
