@@ -45,6 +45,9 @@
 //
 //	err = outbox.Track(db, &Order{})
 //
+// Tracking adds events and changes nothing else: the statement writes the
+// rows, and returns the counts and errors, it would untracked.
+//
 // # Registry and metadata
 //
 // A Registry declares, per event type and version, the Go type of the
@@ -58,6 +61,8 @@
 // given the registry upcast each event before delivering it
 // (Envelope.Version is the version delivered) and check it again: an event
 // whose stored payload no longer matches is dead at once, with the reason.
+// RegisterTracked registers the event types of a tracked model (payload
+// Change).
 //
 // WithMetadata attaches request metadata (tenant, actor, request and
 // correlation ids) to a context; every event written by a statement run
