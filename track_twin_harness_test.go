@@ -153,12 +153,15 @@ type twin struct {
 	tracked, plain *gorm.DB
 }
 
-// eachTwin runs fn per dialect on a pair of fresh databases, migrated and
-// seeded (seedTwin).
+// eachTwin runs fn per dialect, the dialects in parallel (each on a pair
+// of fresh databases of its own, migrated; runCase seeds them).
 func eachTwin(t *testing.T, fn func(t *testing.T, tw *twin)) {
 	t.Helper()
 	for _, d := range testenv.Dialects {
-		t.Run(d, func(t *testing.T) { fn(t, openTwin(t, d)) })
+		t.Run(d, func(t *testing.T) {
+			t.Parallel()
+			fn(t, openTwin(t, d))
+		})
 	}
 }
 
