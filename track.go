@@ -92,7 +92,11 @@ type trackSpec struct {
 // names the statement, and TrackStrict refuses it), db.Table(…) without a
 // model, and a Create of maps (a warning, or ErrUntrackable with
 // TrackStrict). An upsert of rows whose key the database assigns, that
-// conflicts on another unique column, is reported as created.
+// conflicts on another unique column, is reported as created; so is, on
+// MySQL under REPEATABLE READ, a row whose key another transaction
+// inserted and committed after this transaction's snapshot (its read
+// does not see the row, and a locking read of the key would lock the gap
+// where it goes).
 //
 // A row an UPDATE matched counts as affected even when its values did not
 // change, as PostgreSQL and SQLite count it; MySQL does not count it, so a
