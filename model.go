@@ -139,9 +139,12 @@ func (e *OutboxEvent) AfterFind(tx *gorm.DB) error {
 }
 
 // ErrNotMigrated is wrapped by the errors of constructors (relay.New,
-// idempotency.NewStore) that found a table they use missing: run
-// outbox.Migrate (or the CLI's `outbox migrate`, or the SQL files of package
-// migrations) before them.
+// idempotency.NewStore) that found a table they use missing, and by the
+// error of a write (Emit, a Recorder's or Track's statement) whose INSERT
+// found the outbox table missing: run outbox.Migrate (or the CLI's
+// `outbox migrate`, or the SQL files of package migrations) first. The
+// write path reads this from the failed statement's error, never with a
+// check of its own.
 var ErrNotMigrated = errors.New("outbox: not migrated")
 
 // Migrate creates, if they do not exist, every table the library uses

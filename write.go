@@ -89,9 +89,19 @@ func (w *writer) insertRows(tx *gorm.DB, events []encodedEvent) (int64, error) {
 		Now:            time.Now(),
 	})
 	if err != nil {
-		return 0, fmt.Errorf("outbox: writing %d event(s) to %s: %w", len(events), w.table, err)
+		return 0, w.failed(fmt.Sprintf("writing %d event(s) to %s", len(events), w.table), err)
 	}
 	return n, nil
+}
+
+// failed wraps the error of a write statement; where the driver reads it
+// as a missing table, it also wraps ErrNotMigrated and names the fix.
+// Only a failed statement's error is read: nothing is checked beforehand.
+func (w *writer) failed(what string, err error) error {
+	if w.drv.MissingTable(err) {
+		return fmt.Errorf("outbox: %s: %w: %w: run outbox.Migrate (or outbox migrate)", what, ErrNotMigrated, err)
+	}
+	return fmt.Errorf("outbox: %s: %w", what, err)
 }
 
 // lockKeys serialises the writers of each partition key until commit, so
@@ -108,7 +118,7 @@ func (w *writer) lockKeys(tx *gorm.DB, events []encodedEvent) error {
 		return nil
 	}
 	if err := w.drv.LockKeys(tx, sqldriver.LockKeysParams{Table: w.table, Keys: keys}); err != nil {
-		return fmt.Errorf("outbox: locking partition keys: %w", err)
+		return w.failed("locking partition keys", err)
 	}
 	return nil
 }

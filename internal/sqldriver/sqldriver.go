@@ -167,6 +167,11 @@ type Schema interface {
 	// SQLite keeps none unless ANALYZE was run) or the table was never
 	// analyzed: callers then count.
 	EstimatedRows(db *gorm.DB, table string) (n int64, ok bool, err error)
+	// MissingTable reports whether err, returned by a statement, says
+	// that a table the statement names does not exist: the database was
+	// not migrated. It reads the error alone (no statement runs), so that
+	// the write path names the fix at no cost when the table exists.
+	MissingTable(err error) bool
 }
 
 // EventRow is one event to insert. Payload and Headers are bound as

@@ -131,6 +131,22 @@ func exerciseSchema(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *
 		}
 	})
 	t.Run("EstimatedRows", func(t *testing.T) { estimatedRowsCase(t, drv, db) })
+	// MissingTable tells the error of an INSERT into a table that does
+	// not exist from other failures of the same statement.
+	t.Run("MissingTable", func(t *testing.T) {
+		_, err := drv.InsertEvents(db, sqldriver.InsertEventsParams{Table: "no_such_table", Rows: []sqldriver.EventRow{event("m1", "", nil)}, Now: timeNow()})
+		if err == nil || !drv.MissingTable(err) || !drv.MissingTable(fmt.Errorf("wrapped: %w", err)) {
+			t.Errorf("MissingTable(%v) is false, want true (wrapped too)", err)
+		}
+		insert(t, drv, db, false, event("m2", "", nil))
+		_, err = drv.InsertEvents(db, sqldriver.InsertEventsParams{Table: Table, Rows: []sqldriver.EventRow{event("m2", "", nil)}, Now: timeNow()})
+		if err == nil || drv.MissingTable(err) {
+			t.Errorf("a duplicate event id: MissingTable(%v) is true, want an error that is not a missing table", err)
+		}
+		if drv.MissingTable(nil) {
+			t.Errorf("MissingTable(nil) is true")
+		}
+	})
 }
 
 // estimatedRowsCase is exerciseSchema's EstimatedRows case: where ok, the

@@ -9,6 +9,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -113,6 +114,19 @@ func (Driver) TableExists(db *gorm.DB, table string) (bool, error) {
 	var n int
 	err := db.Raw("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?", table).Row().Scan(&n)
 	return n > 0, err
+}
+
+// MissingTable reports error 1146 (ER_NO_SUCH_TABLE, MySQL and MariaDB),
+// read from the message of the go-sql-driver error ("Error 1146
+// (42S02): Table … doesn't exist") anywhere in err's chain, so that this
+// package needs no MySQL client.
+func (Driver) MissingTable(err error) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if strings.HasPrefix(err.Error(), "Error 1146 ") || strings.HasPrefix(err.Error(), "Error 1146:") {
+			return true
+		}
+	}
+	return false
 }
 
 // EstimatedRows is not ok: InnoDB's TABLE_ROWS is a sample that can be off by

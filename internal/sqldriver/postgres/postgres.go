@@ -3,6 +3,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -95,6 +96,14 @@ func (Driver) TableExists(db *gorm.DB, table string) (bool, error) {
 
 // EstimatedRows reads pg_class.reltuples (-1 until the table is first
 // vacuumed or analyzed: not ok).
+// MissingTable reports SQLSTATE 42P01 (undefined_table), read through
+// the SQLState method of pgx's error, so that this package needs no
+// PostgreSQL client.
+func (Driver) MissingTable(err error) bool {
+	var state interface{ SQLState() string }
+	return errors.As(err, &state) && state.SQLState() == "42P01"
+}
+
 func (Driver) EstimatedRows(db *gorm.DB, table string) (int64, bool, error) {
 	var n *float64
 	if err := db.Raw("SELECT reltuples FROM pg_class WHERE oid = to_regclass(?)", table).Row().Scan(&n); err != nil {

@@ -7,6 +7,7 @@ package sqlite
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -95,6 +96,12 @@ func (Driver) TableExists(db *gorm.DB, table string) (bool, error) {
 	var n int
 	err := db.Raw("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", table).Row().Scan(&n)
 	return n > 0, err
+}
+
+// MissingTable reports SQLite's "no such table" error, as both drivers
+// (mattn/go-sqlite3 and ncruces/go-sqlite3) word it.
+func (Driver) MissingTable(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "no such table: ")
 }
 
 // EstimatedRows is not ok: SQLite keeps no row estimate unless ANALYZE
