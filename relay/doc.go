@@ -203,15 +203,23 @@
 // publications per minute; BlockedKeys finds keys held back by a failed
 // head and SkipKeyHead unblocks one; Replay, ReplayAll and Redeliver send
 // events again; PurgePublished and PurgeDead delete. The CLI and package
-// admin use it.
+// admin use it. A repair an operator confirmed acts on the state the
+// confirmation showed, or not at all (ErrChanged): ReplayIfUnchanged and
+// RedeliverIfUnchanged take each event's EventState (status and claim
+// version), SkipKeyHeadIfUnchanged the head's, ReplayAllIfUnchanged the
+// DeadSet (count and digest) of DeadSetOf, and PurgePublishedBefore a
+// cutoff instant (Now minus the age): a confirmation submitted twice
+// changes nothing more.
 //
 // Its reads stay fast on a table holding a large published history: each
 // reads the partial index of the statuses it asks for (migrations 0005
 // and 0006) rather than the history. GetStats counts every status but
 // published exactly and, on PostgreSQL, estimates more than 10,000
 // published events from the table's statistics (Stats.PublishedEstimated);
-// Throughput reads at most 500 events per minute and estimates busier
-// minutes (MinuteStat.Estimated); EventQuery.Unfinished lists a partition
+// Throughput counts each minute's publications through the published
+// index, up to 50,000 a minute (busier minutes are estimated,
+// MinuteStat.Estimated), an ended minute once per Inspector;
+// EventQuery.Unfinished lists a partition
 // key's unfinished and dead events from their indexes (its published
 // events have none).
 package relay

@@ -16,12 +16,14 @@ import (
 // CLI's dead, show, redeliver, stats and purge commands and the admin
 // page. NewInspector resolves the database's dialect and the table once;
 // every method then runs plain bound SQL against that table. An Inspector
-// holds no connection of its own and is safe for concurrent use.
+// holds no connection of its own (only the counts of Throughput's ended
+// minutes) and is safe for concurrent use.
 type Inspector struct {
 	db       *gorm.DB
 	kind     dialect.Kind
 	table    string
 	attempts *attemptTable
+	minutes  *minuteCache // Throughput's settled minutes
 }
 
 // InspectorOption configures NewInspector.
@@ -69,7 +71,7 @@ func NewInspector(db *gorm.DB, opts ...InspectorOption) (*Inspector, error) {
 		return nil, fmt.Errorf("relay: %w: missing table %s: run outbox.Migrate (or `outbox migrate`)",
 			outbox.ErrNotMigrated, strings.Join(missing, ", "))
 	}
-	return &Inspector{db: db, kind: kind, table: cfg.table, attempts: newAttemptTable(kind, cfg.table, false)}, nil
+	return &Inspector{db: db, kind: kind, table: cfg.table, attempts: newAttemptTable(kind, cfg.table, false), minutes: &minuteCache{}}, nil
 }
 
 // Table returns the outbox table the Inspector reads.

@@ -74,23 +74,48 @@ func (i *Inspector) SkipKeyHead(ctx context.Context, partitionKey string) (strin
 		return "", fmt.Errorf("%w: an empty partition key has no head", ErrInvalidOption)
 	}
 	o := i.at(ctx)
-	var heads []struct {
-		ID           int64
-		EventID      string
-		Status       outbox.Status
-		ClaimVersion int64
-		LastError    *string
+	h, err := o.keyHead(partitionKey)
+	if err != nil {
+		return "", err
 	}
-	if err := o.db.Raw(keyHeadSQL(o.table), partitionKey).Scan(&heads).Error; err != nil {
-		return "", fmt.Errorf("relay: reading the head of key %q: %w", partitionKey, err)
-	}
-	if len(heads) == 0 {
+	if h == nil {
 		return "", fmt.Errorf("%w: %q has no unfinished event", ErrKeyNotBlocked, partitionKey)
 	}
-	h := heads[0]
 	if h.Status != outbox.StatusFailed {
 		return "", fmt.Errorf("%w: the head of %q (%s) is %s", ErrKeyNotBlocked, partitionKey, h.EventID, h.Status)
 	}
+	if err := o.skipHead(partitionKey, h); err != nil {
+		return "", err
+	}
+	return h.EventID, nil
+}
+
+// keyHead is a key's first unfinished event.
+type keyHead struct {
+	ID           int64
+	EventID      string
+	Status       outbox.Status
+	ClaimVersion int64
+	LastError    *string
+}
+
+// keyHead reads the head of partitionKey: nil when the key has no
+// unfinished event.
+func (o *ops) keyHead(partitionKey string) (*keyHead, error) {
+	var heads []keyHead
+	if err := o.db.Raw(keyHeadSQL(o.table), partitionKey).Scan(&heads).Error; err != nil {
+		return nil, fmt.Errorf("relay: reading the head of key %q: %w", partitionKey, err)
+	}
+	if len(heads) == 0 {
+		return nil, nil
+	}
+	return &heads[0], nil
+}
+
+// skipHead marks h, the failed head of partitionKey, dead if it is still
+// failed with the claim version read, recording the skip in its last
+// error; ErrKeyNotBlocked when it changed meanwhile.
+func (o *ops) skipHead(partitionKey string, h *keyHead) error {
 	msg := "skipped by an operator to unblock key " + partitionKey
 	if h.LastError != nil {
 		msg += "; last error: " + *h.LastError
@@ -98,11 +123,11 @@ func (i *Inspector) SkipKeyHead(ctx context.Context, partitionKey string) (strin
 	res := o.tbl().Where("id = ? AND status = ? AND claim_version = ?", h.ID, string(outbox.StatusFailed), h.ClaimVersion).
 		Updates(map[string]any{"status": string(outbox.StatusDead), "last_error": msg, "locked_by": nil, "locked_until": nil})
 	if res.Error != nil {
-		return "", fmt.Errorf("relay: skipping the head of key %q: %w", partitionKey, res.Error)
+		return fmt.Errorf("relay: skipping the head of key %q: %w", partitionKey, res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return "", fmt.Errorf("%w: the head of %q (%s) changed meanwhile", ErrKeyNotBlocked, partitionKey, h.EventID)
+		return fmt.Errorf("%w: the head of %q (%s) changed meanwhile", ErrKeyNotBlocked, partitionKey, h.EventID)
 	}
 	newDriver(o.kind, o.table, false).notify(o.db)
-	return h.EventID, nil
+	return nil
 }

@@ -170,6 +170,36 @@ func (i *Inspector) PurgePublished(ctx context.Context, age time.Duration) (int6
 	return deletePublished(ctx, i.db, i.kind, i.table, i.attempts.existing(i.db.WithContext(ctx)), age, -1)
 }
 
+// PurgePublishedBefore deletes published events published before the
+// instant before, in batches, and reports how many it deleted: a purge
+// confirmed at one moment (before = Now minus the age) deletes nothing
+// more when it is run again.
+func (i *Inspector) PurgePublishedBefore(ctx context.Context, before time.Time) (int64, error) {
+	o := i.at(ctx)
+	q := o.tbl().Where("status = ? AND published_at < ?", string(outbox.StatusPublished), o.kind.Time(before))
+	return deleteBatches(o.db, o.table, i.attempts.existing(o.db), q, outbox.StatusPublished, -1)
+}
+
+// Now returns the current time by the database clock (the clock that
+// stamps created_at and published_at), in UTC.
+func (i *Inspector) Now(ctx context.Context) (time.Time, error) {
+	return i.at(ctx).dbNow()
+}
+
+// dbNow reads the database clock; SQLite, which has none of its own,
+// binds the process clock.
+func (o *ops) dbNow() (time.Time, error) {
+	expr, args := o.kind.Now()
+	if len(args) > 0 {
+		return time.Now().UTC(), nil
+	}
+	var now time.Time
+	if err := o.db.Raw("SELECT " + expr + " AS now").Scan(&now).Error; err != nil {
+		return time.Time{}, fmt.Errorf("relay: reading the database clock: %w", err)
+	}
+	return o.kind.StoredTime(now).UTC(), nil
+}
+
 // PurgeDead deletes dead events created more than age ago, in batches, and
 // reports how many it deleted. Nothing else ever deletes a dead event.
 func (i *Inspector) PurgeDead(ctx context.Context, age time.Duration) (int64, error) {
