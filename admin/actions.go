@@ -8,14 +8,15 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/relay"
 )
 
 // plan is an action awaiting confirmation: the confirmation page shows
-// it, and its form posts Fields back with confirm=yes.
+// it, and its form posts Fields back with confirm=yes. The fields carry
+// the state that was shown (an event's status and claim version, a dead
+// set's digest, a purge's cutoff), which the action then checks.
 type plan struct {
 	Title, Question string
 	Details         []string
@@ -24,235 +25,237 @@ type plan struct {
 	Back            string
 }
 
-// outcome is what an action did.
+// outcome is what an action did; Conflict says it did nothing because
+// there was nothing to do or what was confirmed changed meanwhile (409).
 type outcome struct {
 	Title, Message string
 	Link, LinkText string
+	Conflict       bool
+}
+
+// errUnconfirmed is returned by an action's do when the form does not
+// carry a confirmed state: the confirmation page is shown instead.
+var errUnconfirmed = errors.New("admin: no confirmed state")
+
+// act is an action: plan reads the request and says what it would do (or
+// returns an outcome when there is nothing to do); do runs a submitted
+// confirmation, on the state it carries.
+type act struct {
+	plan func(*http.Request) (*plan, *outcome, error)
+	do   func(*http.Request) (outcome, error)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// action runs the POST /actions/<name>: without confirm=yes it only
-// renders what it would do.
+// action runs the POST /actions/<name>: a submitted confirmation
+// (confirm=yes with its state) is done; anything else only renders what
+// it would do.
 func (h *handler) action(w http.ResponseWriter, r *http.Request, name string) {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := r.ParseForm(); err != nil {
 		h.fail(w, r, http.StatusBadRequest, "a malformed form: "+err.Error())
 		return
 	}
-	acts := map[string]func(*http.Request) (*plan, func() (outcome, error), error){
-		"replay": h.replayOne, "redeliver": h.redeliverOne, "replay-all": h.replayAll,
-		"purge-published": h.purgePublished, "skip-head": h.skipHead,
+	acts := map[string]act{
+		"replay": {h.replayPlan, h.replayDo}, "redeliver": {h.redeliverPlan, h.redeliverDo},
+		"replay-all": {h.replayAllPlan, h.replayAllDo}, "purge-published": {h.purgePlan, h.purgeDo},
+		"skip-head": {h.skipPlan, h.skipDo},
 	}
-	act, ok := acts[name]
+	a, ok := acts[name]
 	if !ok {
-		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("no action %q", name))
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("no action %.60q", name))
 		return
 	}
-	p, do, err := act(r)
-	if err != nil {
-		h.failErr(w, r, err)
-		return
-	}
-	if p == nil || r.PostForm.Get("confirm") != "yes" {
-		if p == nil { // nothing to do: do says why
-			o, _ := do()
-			h.render(w, r, http.StatusConflict, "done", map[string]any{"Title": o.Title, "O": o})
+	if r.PostForm.Get("confirm") == "yes" {
+		o, err := a.do(r)
+		switch {
+		case err == nil:
+			h.cfg.log.Info("admin: "+name, "result", o.Message)
+			h.done(w, r, o)
+			return
+		case !errors.Is(err, errUnconfirmed):
+			h.failErr(w, r, err)
 			return
 		}
+	}
+	p, o, err := a.plan(r)
+	switch {
+	case err != nil:
+		h.failErr(w, r, err)
+	case o != nil:
+		h.done(w, r, *o)
+	default:
 		p.Action = name
 		h.render(w, r, http.StatusOK, "confirm", map[string]any{"Title": p.Title, "P": p})
-		return
 	}
-	o, err := do()
+}
+
+// done renders an outcome: 409 when it changed nothing.
+func (h *handler) done(w http.ResponseWriter, r *http.Request, o outcome) {
+	code := http.StatusOK
+	if o.Conflict {
+		code = http.StatusConflict
+	}
+	h.render(w, r, code, "done", map[string]any{"Title": o.Title, "O": o})
+}
+
+func (h *handler) eventLink(id string) string {
+	return h.cfg.prefix + "/events/" + url.PathEscape(id)
+}
+
+// stateFields are the fields that carry an event's confirmed state.
+func stateFields(e *outbox.OutboxEvent) []hiddenField {
+	return []hiddenField{{"event_id", e.EventID}, {"status", string(e.Status)}, {"claim_version", itoa(e.ClaimVersion)}}
+}
+
+// confirmedState reads the state a confirmation carries; errUnconfirmed
+// when it carries none.
+func confirmedState(v url.Values) (relay.EventState, error) {
+	id, err := eventIDParam(v)
 	if err != nil {
-		h.failErr(w, r, err)
-		return
+		return relay.EventState{}, err
 	}
-	h.cfg.log.Info("admin: "+name, "result", o.Message)
-	h.render(w, r, http.StatusOK, "done", map[string]any{"Title": o.Title, "O": o})
-}
-
-// nothing is an outcome with nothing to confirm.
-func nothing(title, msg, link, text string) (*plan, func() (outcome, error), error) {
-	return nil, func() (outcome, error) { return outcome{title, msg, link, text}, nil }, nil
-}
-
-func (h *handler) eventFor(r *http.Request) (*outbox.OutboxEvent, error) {
-	id := strings.TrimSpace(r.PostForm.Get("event_id"))
-	if id == "" {
-		return nil, inputf("event_id is required")
+	st, cv := v.Get("status"), v.Get("claim_version")
+	if st == "" || cv == "" {
+		return relay.EventState{}, errUnconfirmed
 	}
-	return h.insp.GetEvent(r.Context(), id)
+	if !outbox.Status(st).Valid() {
+		return relay.EventState{}, inputf("status: %.40q is not a status", st)
+	}
+	n, err := strconv.ParseInt(cv, 10, 64)
+	if err != nil || n < 0 {
+		return relay.EventState{}, inputf("claim_version: %.40q is not a claim version", cv)
+	}
+	return relay.EventState{EventID: id, Status: outbox.Status(st), ClaimVersion: n}, nil
 }
 
-func (h *handler) eventLink(e *outbox.OutboxEvent) string {
-	return h.cfg.prefix + "/events/" + url.PathEscape(e.EventID)
+// changed is the outcome of a confirmed event that is no longer in the
+// state confirmed.
+func (h *handler) changed(r *http.Request, verb string, s relay.EventState) outcome {
+	now := "no longer in the table"
+	if e, err := h.insp.GetEvent(r.Context(), s.EventID); err == nil {
+		now = fmt.Sprintf("%s with claim version %d now", e.Status, e.ClaimVersion)
+	}
+	return outcome{Title: verb + ": nothing done", Conflict: true, Link: h.eventLink(s.EventID), LinkText: "Open the event",
+		Message: fmt.Sprintf("Event %s changed meanwhile and was left alone: it was %s with claim version %d when confirmed, it is %s. Nothing was changed.",
+			s.EventID, s.Status, s.ClaimVersion, now)}
 }
 
-func (h *handler) replayOne(r *http.Request) (*plan, func() (outcome, error), error) {
-	return h.resetOne(r, "Replay", "replayed", []outbox.Status{outbox.StatusDead}, h.insp.Replay)
+func (h *handler) replayPlan(r *http.Request) (*plan, *outcome, error) {
+	return h.resetPlan(r, "Replay", "replayed", outbox.StatusDead)
 }
 
-func (h *handler) redeliverOne(r *http.Request) (*plan, func() (outcome, error), error) {
-	return h.resetOne(r, "Redeliver", "redelivered", []outbox.Status{outbox.StatusPublished, outbox.StatusDead}, h.insp.Redeliver)
+func (h *handler) redeliverPlan(r *http.Request) (*plan, *outcome, error) {
+	return h.resetPlan(r, "Redeliver", "redelivered", outbox.StatusPublished, outbox.StatusDead)
 }
 
-// resetOne plans sending one event again, if it is in one of states.
-func (h *handler) resetOne(r *http.Request, verb, done string, states []outbox.Status,
-	reset func(ctx context.Context, ids ...string) (int64, error)) (*plan, func() (outcome, error), error) {
-	e, err := h.eventFor(r)
+func (h *handler) replayDo(r *http.Request) (outcome, error) {
+	return h.resetDo(r, "Replay", "replayed", h.insp.ReplayIfUnchanged)
+}
+
+func (h *handler) redeliverDo(r *http.Request) (outcome, error) {
+	return h.resetDo(r, "Redeliver", "redelivered", h.insp.RedeliverIfUnchanged)
+}
+
+// resetPlan plans sending one event again, if it is in one of states.
+func (h *handler) resetPlan(r *http.Request, verb, done string, states ...outbox.Status) (*plan, *outcome, error) {
+	id, err := eventIDParam(r.PostForm)
 	if err != nil {
 		return nil, nil, err
 	}
-	link := h.eventLink(e)
-	ok := false
-	for _, s := range states {
-		ok = ok || e.Status == s
+	e, err := h.insp.GetEvent(r.Context(), id)
+	if err != nil {
+		return nil, nil, err
 	}
-	if !ok {
-		return nothing(verb+": nothing to do", fmt.Sprintf("Event %s is %s: only %s events can be %s. Nothing was changed.",
-			e.EventID, e.Status, statusList(states), done), link, "Back to the event")
+	link := h.eventLink(e.EventID)
+	if !containsStatus(states, e.Status) {
+		return nil, &outcome{verb + ": nothing to do", fmt.Sprintf("Event %s is %s: only %s events can be %s. Nothing was changed.",
+			e.EventID, e.Status, statusList(states), done), link, "Back to the event", true}, nil
 	}
 	p := &plan{Title: verb + " event " + e.EventID, Back: link,
 		Question: fmt.Sprintf("%s the %s event %s (%s)?", verb, e.Status, e.EventID, e.Type),
 		Details: []string{"It goes back to pending with attempts, last error and lease cleared; a relay delivers it again.",
-			"Consumers see it again with the same event id."},
-		Fields: []hiddenField{{"event_id", e.EventID}}}
+			"Consumers see it again with the same event id.",
+			fmt.Sprintf("Only the event as shown (%s, claim version %d) is %s: if a relay or an operator changes it before you confirm, it is left alone.",
+				e.Status, e.ClaimVersion, done)},
+		Fields: stateFields(e)}
 	if e.PartitionKey != "" {
 		p.Details = append(p.Details, "Its key "+e.PartitionKey+" may already have delivered later events: this one arrives after them.")
 	}
-	return p, func() (outcome, error) {
-		n, err := reset(r.Context(), e.EventID)
-		if err != nil {
-			return outcome{}, err
-		}
-		msg := fmt.Sprintf("%s %d event (%s): it is pending now.", capital(done), n, e.EventID)
-		if n == 0 {
-			msg = fmt.Sprintf("Event %s changed meanwhile and was left alone.", e.EventID)
-		}
-		return outcome{verb, msg, link, "Open the event"}, nil
-	}, nil
+	return p, nil, nil
 }
 
-func (h *handler) replayAll(r *http.Request) (*plan, func() (outcome, error), error) {
-	eq, form, err := parseFilter(r.PostForm)
+// resetDo sends the confirmed event again if it is still as confirmed.
+func (h *handler) resetDo(r *http.Request, verb, done string,
+	reset func(ctx context.Context, states ...relay.EventState) (int64, error)) (outcome, error) {
+	s, err := confirmedState(r.PostForm)
 	if err != nil {
-		return nil, nil, err
+		return outcome{}, err
 	}
-	eq.Status = outbox.StatusDead
-	n, err := h.insp.CountEvents(r.Context(), eq)
+	n, err := reset(r.Context(), s)
 	if err != nil {
-		return nil, nil, err
+		return outcome{}, err
 	}
-	v, _ := url.ParseQuery(form.Query)
-	v.Set("status", "dead")
-	back := h.cfg.prefix + "/events?" + v.Encode()
 	if n == 0 {
-		return nothing("Replay all: nothing to do", "No dead event matches the filter. Nothing was changed.", back, "Back to the list")
+		return h.changed(r, verb, s), nil
 	}
-	desc := describeFilter(form)
-	p := &plan{Title: "Replay dead events", Back: back,
-		Question: fmt.Sprintf("Replay %d dead event(s)%s?", n, desc),
-		Details:  []string{"They go back to pending with attempts, last errors and leases cleared; relays deliver them again."},
-		Fields:   hiddenFields(form)}
-	return p, func() (outcome, error) {
-		done, err := h.insp.ReplayAll(r.Context(), eq.Filter)
-		if err != nil {
-			return outcome{}, err
-		}
-		v.Set("status", "pending")
-		return outcome{"Replay dead events", fmt.Sprintf("Replayed %d dead event(s)%s: they are pending now.", done, desc),
-			h.cfg.prefix + "/events?" + v.Encode(), "See them"}, nil
-	}, nil
+	return outcome{Title: verb, Message: fmt.Sprintf("%s %d event (%s): it is pending now.", capital(done), n, s.EventID),
+		Link: h.eventLink(s.EventID), LinkText: "Open the event"}, nil
 }
 
-func (h *handler) purgePublished(r *http.Request) (*plan, func() (outcome, error), error) {
-	v := strings.TrimSpace(r.PostForm.Get("age"))
-	age, err := parseAge(v)
+func (h *handler) skipPlan(r *http.Request) (*plan, *outcome, error) {
+	key, err := textParam(r.PostForm, "key", outbox.MaxPartitionKeyLen, true)
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &plan{Title: "Purge published events", Back: h.cfg.prefix + "/",
-		Question: "Delete the published events published more than " + ago(age) + " ago?",
-		Details:  []string{"They are gone for good: they cannot be redelivered afterwards. Other events are never touched."},
-		Fields:   []hiddenField{{"age", v}}}
-	return p, func() (outcome, error) {
-		n, err := h.insp.PurgePublished(r.Context(), age)
-		if err != nil {
-			return outcome{}, err
-		}
-		return outcome{"Purge published events", fmt.Sprintf("Deleted %d published event(s) older than %s.", n, ago(age)),
-			h.cfg.prefix + "/", "Back to the overview"}, nil
-	}, nil
-}
-
-func (h *handler) skipHead(r *http.Request) (*plan, func() (outcome, error), error) {
-	key := strings.TrimSpace(r.PostForm.Get("key"))
-	if key == "" || len(key) > 255 {
-		return nil, nil, inputf("key is required (at most 255 bytes)")
-	}
-	ctx := r.Context()
-	heads, err := h.insp.ListEvents(ctx, relay.EventQuery{Filter: relay.Filter{PartitionKey: key, Limit: 1}, Status: outbox.StatusFailed})
+	heads, err := h.insp.ListEvents(r.Context(), relay.EventQuery{Filter: relay.Filter{PartitionKey: key, Limit: 1}, Status: outbox.StatusFailed})
 	if err != nil {
 		return nil, nil, err
 	}
 	back := h.cfg.prefix + "/keys"
 	if len(heads.Events) == 0 {
-		return nothing("Skip: nothing to do", "Key "+key+" has no failed event: it is not blocked. Nothing was changed.", back, "Back to the blocked keys")
+		return nil, &outcome{"Skip: nothing to do", "Key " + key + " has no failed event: it is not blocked. Nothing was changed.",
+			back, "Back to the blocked keys", true}, nil
 	}
 	head := heads.Events[0]
 	p := &plan{Title: "Skip the head of key " + key, Back: back,
 		Question: fmt.Sprintf("Mark event %s (%s, %d attempts), the failed head of key %s, dead?", head.EventID, head.Type, head.Attempts, key),
 		Details: []string{"The key's next events are delivered without it. It stays in the table as a dead event and can be replayed later, out of its key's order.",
-			"Last error: " + deref2(head.LastError)},
-		Fields: []hiddenField{{"key", key}}}
-	return p, func() (outcome, error) {
-		id, err := h.insp.SkipKeyHead(ctx, key)
-		if errors.Is(err, relay.ErrKeyNotBlocked) {
-			return outcome{"Skip", err.Error() + ". Nothing was changed.", back, "Back to the blocked keys"}, nil
-		}
-		if err != nil {
-			return outcome{}, err
-		}
-		return outcome{"Skip", fmt.Sprintf("Event %s is dead now; key %s moves on.", id, key),
-			h.cfg.prefix + "/events/" + url.PathEscape(id), "Open the skipped event"}, nil
-	}, nil
+			"Last error: " + deref2(head.LastError),
+			"Only this event is skipped: if a relay retries or delivers it before you confirm, nothing is."},
+		Fields: append([]hiddenField{{"key", key}}, stateFields(&head)...)}
+	return p, nil, nil
 }
 
-// parseAge reads a duration such as 168h, 90m or 7d.
-func parseAge(v string) (time.Duration, error) {
-	var d time.Duration
-	var err error
-	if days, ok := strings.CutSuffix(v, "d"); ok {
-		n, perr := strconv.Atoi(days)
-		d, err = time.Duration(n)*24*time.Hour, perr
-	} else {
-		d, err = time.ParseDuration(v)
+func (h *handler) skipDo(r *http.Request) (outcome, error) {
+	key, err := textParam(r.PostForm, "key", outbox.MaxPartitionKeyLen, true)
+	if err != nil {
+		return outcome{}, err
 	}
-	if err != nil || d <= 0 {
-		return 0, inputf("age: %q is not a positive duration (e.g. 168h, 90m or 7d)", v)
+	s, err := confirmedState(r.PostForm)
+	if err != nil {
+		return outcome{}, err
 	}
-	return d, nil
+	id, err := h.insp.SkipKeyHeadIfUnchanged(r.Context(), key, s)
+	if errors.Is(err, relay.ErrChanged) {
+		o := h.changed(r, "Skip", s)
+		o.Message = fmt.Sprintf("The head of key %s changed meanwhile and was left alone: %s", key, o.Message)
+		return o, nil
+	}
+	if err != nil {
+		return outcome{}, err
+	}
+	return outcome{Title: "Skip", Message: fmt.Sprintf("Event %s is dead now; key %s moves on.", id, key),
+		Link: h.eventLink(id), LinkText: "Open the skipped event"}, nil
 }
 
-func describeFilter(f filterForm) string {
-	var parts []string
-	for _, ff := range filterFields {
-		if v := f.Values[ff.Name]; v != "" {
-			parts = append(parts, strings.ToLower(ff.Label)+" "+v)
+func containsStatus(states []outbox.Status, s outbox.Status) bool {
+	for _, st := range states {
+		if st == s {
+			return true
 		}
 	}
-	if f.From != "" {
-		parts = append(parts, "created from "+f.From)
-	}
-	if f.To != "" {
-		parts = append(parts, "created before "+f.To)
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return " with " + strings.Join(parts, ", ")
+	return false
 }
 
 func statusList(states []outbox.Status) string {

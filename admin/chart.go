@@ -17,8 +17,8 @@ type chart struct {
 	MaxPublished  int64
 	MaxLag        string
 	Total         int64
-	// Estimated reports that some minute had more than 500 publications,
-	// so that its count (and the total) are estimates.
+	// Estimated reports that some minute had more than 50,000
+	// publications, so that its count (and the total) are estimates.
 	Estimated bool
 }
 

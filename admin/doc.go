@@ -35,9 +35,12 @@
 //     published events are not counted but estimated (pg_class.reltuples,
 //     refreshed by autovacuum), and the overview labels the count
 //     "estimate"; elsewhere they are counted.
-//   - The throughput chart reads at most 500 published events per minute
-//     from the published index; a busier minute is estimated from the
-//     rate of its first 500 (marked ≈).
+//   - The throughput chart counts each minute's publications from the
+//     published index, exactly up to 50,000 a minute (a busier minute is
+//     estimated from the rate of its first 50,000, marked ≈). An ended
+//     minute is counted once and remembered by the handler, so that a
+//     refresh reads the last two minutes' publications only; the lag is
+//     the average of each minute's first 500.
 //   - A status filter other than published, and a count of dead events,
 //     read that status's index. The partition key filter with any status
 //     lists the key's unfinished and dead events from the key and dead
@@ -69,14 +72,35 @@
 //
 // # Safety
 //
-// WithReadOnly refuses every method but GET and HEAD. POSTs from another
-// origin are refused (net/http's CrossOriginProtection; WithTrustedOrigin
-// adds origins). WithMiddleware wraps the handler for authentication;
-// BasicAuth is one. Pages are not cached and may not be framed, and their
-// Content-Security-Policy allows the page's own assets only. Payload bytes
-// appear only on an event's page when asked, never in lists or logs. All
-// SQL is bound; parameters are validated and a bad one is a 400 page
-// saying which and why.
+// Only a request whose Host is a loopback address, localhost or a name
+// given to WithAllowedHosts is answered; any other is refused (403)
+// before anything else runs. A DNS rebinding (a page of the attacker's
+// whose name then resolves to 127.0.0.1) otherwise reaches a page served
+// on loopback as the attacker's own origin: same-origin checks pass, and
+// loopback is the only protection a page without authentication has.
+//
+// The handler authenticates nobody by itself. Without WithMiddleware,
+// anyone who reaches it reads payloads and repairs events: serve it on
+// loopback only, or behind authentication, WithMiddleware (BasicAuth is
+// one) or a proxy that authenticates and forwards an allowed Host
+// (WithAllowedHosts("ops.example.com")). NewHandler logs a warning when
+// it has no middleware.
+//
+// WithReadOnly refuses every method but GET and HEAD. Actions are POSTs
+// only (any other method is 405, so that a proxy rule guarding POST
+// guards them), and POSTs from another origin are refused (net/http's
+// CrossOriginProtection; WithTrustedOrigin adds origins). A confirmation
+// carries the state it showed (an event's status and claim version, a
+// dead set's digest, a purge's cutoff instant), and the change checks it:
+// what changed meanwhile is left alone, and a form submitted twice (a
+// reloaded result page) changes nothing more. Every response, refusals
+// included, is not cached and may not be framed, and its
+// Content-Security-Policy allows the page's own assets only. Payload
+// bytes appear only on an event's page when asked, never in lists or
+// logs. All SQL is bound; every parameter (filters, ids, keys, cursors,
+// ages, times) is checked before any statement (UTF-8, no NUL byte, the
+// column's length, durations and times in range), and a bad one is a
+// 400 page saying which and why.
 //
 // The pages are html/template with embedded CSS and a few lines of
 // JavaScript (clickable rows, refreshing the overview); everything works

@@ -15,7 +15,8 @@ import (
 	"github.com/gormoutbox/outbox/internal/testenv"
 )
 
-// Mount the admin page under /outbox, behind basic authentication.
+// Mount the admin page under /outbox, behind basic authentication,
+// answering the name a proxy forwards (ops.example.com) beside loopback.
 func ExampleNewHandler() {
 	dir, _ := os.MkdirTemp("", "outbox-admin")
 	defer os.RemoveAll(dir)
@@ -24,7 +25,8 @@ func ExampleNewHandler() {
 
 	h, err := admin.NewHandler(db,
 		admin.WithPrefix("/outbox"),
-		admin.WithMiddleware(admin.BasicAuth("ops", "correct horse")))
+		admin.WithMiddleware(admin.BasicAuth("ops", "correct horse")),
+		admin.WithAllowedHosts("ops.example.com"))
 	if err != nil {
 		panic(err)
 	}
@@ -33,7 +35,7 @@ func ExampleNewHandler() {
 	mux.Handle("/outbox", h)
 	// http.ListenAndServe("127.0.0.1:8080", mux)
 
-	req := httptest.NewRequest(http.MethodGet, "/outbox/events?status=dead", nil)
+	req := httptest.NewRequest(http.MethodGet, "http://ops.example.com/outbox/events?status=dead", nil)
 	req.SetBasicAuth("ops", "correct horse")
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, req)

@@ -2,10 +2,8 @@ package admin
 
 import (
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/relay"
@@ -15,15 +13,16 @@ import (
 // it, with the relay.Filter field each sets.
 var filterFields = []struct {
 	Name, Label string
+	max         int // the column's size, in characters
 	set         func(f *relay.Filter, v string)
 }{
-	{"type", "Type", func(f *relay.Filter, v string) { f.Type = v }},
-	{"topic", "Topic", func(f *relay.Filter, v string) { f.Topic = v }},
-	{"key", "Partition key", func(f *relay.Filter, v string) { f.PartitionKey = v }},
-	{"aggregate_type", "Aggregate type", func(f *relay.Filter, v string) { f.AggregateType = v }},
-	{"aggregate_id", "Aggregate id", func(f *relay.Filter, v string) { f.AggregateID = v }},
-	{"event_id", "Event id", func(f *relay.Filter, v string) { f.EventID = v }},
-	{"tenant", "Tenant", func(f *relay.Filter, v string) { f.TenantID = v }},
+	{"type", "Type", outbox.MaxTypeLen, func(f *relay.Filter, v string) { f.Type = v }},
+	{"topic", "Topic", outbox.MaxTopicLen, func(f *relay.Filter, v string) { f.Topic = v }},
+	{"key", "Partition key", outbox.MaxPartitionKeyLen, func(f *relay.Filter, v string) { f.PartitionKey = v }},
+	{"aggregate_type", "Aggregate type", outbox.MaxAggregateTypeLen, func(f *relay.Filter, v string) { f.AggregateType = v }},
+	{"aggregate_id", "Aggregate id", outbox.MaxAggregateIDLen, func(f *relay.Filter, v string) { f.AggregateID = v }},
+	{"event_id", "Event id", outbox.MaxIDLen, func(f *relay.Filter, v string) { f.EventID = v }},
+	{"tenant", "Tenant", outbox.MaxTenantIDLen, func(f *relay.Filter, v string) { f.TenantID = v }},
 }
 
 // filterForm is the events list's filter as the form shows it.
@@ -42,34 +41,26 @@ type filterForm struct {
 // unless they say otherwise.
 var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02"}
 
-func parseTime(name, v string) (time.Time, error) {
-	for _, l := range timeLayouts {
-		if t, err := time.ParseInLocation(l, v, time.UTC); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, inputf("%s: %q is not a time (use 2006-01-02T15:04, UTC, or RFC 3339)", name, v)
-}
-
-// parseFilter reads the events list's filter from q.
+// parseFilter reads the events list's filter from q, every value
+// checked (checkText) before any statement.
 func parseFilter(q url.Values) (relay.EventQuery, filterForm, error) {
 	var eq relay.EventQuery
 	form := filterForm{Values: map[string]string{}, Order: "newest"}
 	keep := url.Values{}
 	if s := strings.TrimSpace(q.Get("status")); s != "" {
 		if !outbox.Status(s).Valid() {
-			return eq, form, inputf("status: %q is not one of pending, publishing, published, failed, dead", s)
+			return eq, form, inputf("status: %.40q is not one of pending, publishing, published, failed, dead", s)
 		}
 		eq.Status, form.Status, form.Set = outbox.Status(s), s, true
 		keep.Set("status", s)
 	}
 	for _, f := range filterFields {
-		v := strings.TrimSpace(q.Get(f.Name))
+		v, err := textParam(q, f.Name, f.max, false)
+		if err != nil {
+			return eq, form, err
+		}
 		if v == "" {
 			continue
-		}
-		if len(v) > 255 || !utf8.ValidString(v) {
-			return eq, form, inputf("%s: at most 255 bytes of UTF-8", f.Label)
 		}
 		f.set(&eq.Filter, v)
 		form.Values[f.Name], form.Set = v, true
@@ -96,21 +87,8 @@ func parseFilter(q url.Values) (relay.EventQuery, filterForm, error) {
 		form.Order = "oldest"
 		keep.Set("order", o)
 	default:
-		return eq, form, inputf("order: %q (want newest or oldest)", o)
+		return eq, form, inputf("order: %.40q (want newest or oldest)", o)
 	}
 	form.Query = keep.Encode()
 	return eq, form, nil
-}
-
-// parseCursor reads a positive row id parameter (0 when absent).
-func parseCursor(q url.Values, name string) (int64, error) {
-	v := q.Get(name)
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, inputf("%s: %q is not a positive row id", name, v)
-	}
-	return n, nil
 }

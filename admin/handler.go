@@ -33,9 +33,17 @@ type handler struct {
 //
 // Every page is server-rendered HTML that works without JavaScript. Every
 // change is a POST answered first by a confirmation page saying what would
-// change, and only done when that page's form is submitted; it is refused
-// in read-only mode (405) and from another origin (403). Responses are
-// not cached and may not be framed.
+// change, and only done when that page's form is submitted, on the state
+// it confirmed; it is refused in read-only mode (405), with any other
+// method (405) and from another origin (403). Only loopback addresses,
+// localhost and the names of WithAllowedHosts are answered as Host (403
+// otherwise, before anything else runs). Responses are not cached and may
+// not be framed.
+//
+// Without WithMiddleware the handler authenticates nobody: whoever
+// reaches an allowed host reads payloads and repairs events. NewHandler
+// then logs a warning (WithLogger); serve it so on loopback only, or put
+// authentication in front (WithMiddleware, or a proxy that authenticates).
 func NewHandler(db *gorm.DB, opts ...Option) (http.Handler, error) {
 	cfg := config{log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
@@ -74,17 +82,16 @@ func NewHandler(db *gorm.DB, opts ...Option) (http.Handler, error) {
 	for _, mw := range cfg.middleware {
 		out = mw(out)
 	}
-	return out, nil
+	if len(cfg.middleware) == 0 {
+		cfg.log.Warn("admin: the page is served without authentication (no WithMiddleware): anyone who reaches it reads payloads and repairs events; "+
+			"serve it on loopback only or behind authentication", "any_host", cfg.hosts.any)
+	}
+	return h.guard(out), nil
 }
 
-// ServeHTTP routes a request by its path below the prefix.
+// ServeHTTP routes a request by its path below the prefix: actions are
+// POSTs, everything else GET or HEAD.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	hd := w.Header()
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("X-Frame-Options", "DENY")
-	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Referrer-Policy", "same-origin")
-	hd.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'")
 	path := r.URL.Path
 	if h.cfg.prefix != "" && (path == h.cfg.prefix || strings.HasPrefix(path, h.cfg.prefix+"/")) {
 		path = strings.TrimPrefix(path, h.cfg.prefix)
@@ -92,8 +99,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if path == "" {
 		path = "/"
 	}
+	action := strings.HasPrefix(path, "/actions/")
 	get := r.Method == http.MethodGet || r.Method == http.MethodHead
-	if !get && (h.cfg.readOnly || !strings.HasPrefix(path, "/actions/")) {
+	switch {
+	case action && h.cfg.readOnly:
+		w.Header().Set("Allow", "")
+		h.fail(w, r, http.StatusMethodNotAllowed, "this admin page is read-only: only GET is allowed")
+		return
+	case action && r.Method != http.MethodPost:
+		w.Header().Set("Allow", http.MethodPost)
+		h.fail(w, r, http.StatusMethodNotAllowed, "actions are POSTs of their confirmation's form")
+		return
+	case !action && !get:
 		w.Header().Set("Allow", "GET, HEAD")
 		msg := "only GET is allowed here: changes are POSTs to the actions"
 		if h.cfg.readOnly {
@@ -103,6 +120,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case action:
+		h.action(w, r, strings.TrimPrefix(path, "/actions/"))
 	case strings.HasPrefix(path, "/assets/"):
 		name := strings.TrimPrefix(path, "/assets/")
 		if _, err := fs.Stat(h.assets, name); err != nil || name == "" || strings.Contains(name, "/") {
@@ -119,8 +138,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.event(w, r, strings.TrimPrefix(path, "/events/"))
 	case path == "/keys" || path == "/keys/":
 		h.keys(w, r)
-	case strings.HasPrefix(path, "/actions/") && !get:
-		h.action(w, r, strings.TrimPrefix(path, "/actions/"))
 	default:
 		h.fail(w, r, http.StatusNotFound, "no such page")
 	}

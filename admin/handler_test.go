@@ -120,7 +120,8 @@ func TestPaging(t *testing.T) {
 	})
 }
 
-// Every action asks first, says what it would do, and reports what it did.
+// Every action asks first, says what it would do, and reports what it
+// did once its confirmation's form is submitted.
 func TestActions(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		seed(t, db)
@@ -135,12 +136,12 @@ func TestActions(t *testing.T) {
 		if code != http.StatusOK || !strings.Contains(body, "Replay the dead event dead-1") || status("dead-1") != outbox.StatusDead {
 			t.Fatalf("replay without confirmation: %d, status %s: %s", code, status("dead-1"), body)
 		}
-		_, body = c.post("/actions/replay", url.Values{"event_id": {"dead-1"}, "confirm": {"yes"}})
+		_, body = c.post("/actions/replay", c.confirmation("replay", url.Values{"event_id": {"dead-1"}}))
 		contains(t, "replay", body, "Replayed 1 event (dead-1)")
 		if s := status("dead-1"); s != outbox.StatusPending {
 			t.Errorf("replayed event is %s", s)
 		}
-		if code, body := c.post("/actions/replay", url.Values{"event_id": {"dead-1"}, "confirm": {"yes"}}); code != http.StatusConflict || !strings.Contains(body, "Nothing was changed") {
+		if code, body := c.post("/actions/replay", url.Values{"event_id": {"dead-1"}}); code != http.StatusConflict || !strings.Contains(body, "Nothing was changed") {
 			t.Errorf("replaying a pending event: %d %s", code, body)
 		}
 
@@ -150,15 +151,15 @@ func TestActions(t *testing.T) {
 		contains(t, "replay-all confirmation", body, "Replay 1 dead event(s) with type order.created?")
 		_, body = c.post("/actions/replay-all", url.Values{})
 		contains(t, "replay-all count", body, "Replay 1 dead event(s)?")
-		_, body = c.post("/actions/replay-all", url.Values{"confirm": {"yes"}})
+		_, body = c.post("/actions/replay-all", c.confirmation("replay-all", url.Values{}))
 		contains(t, "replay-all", body, "Replayed 1 dead event(s)")
 
-		_, body = c.post("/actions/redeliver", url.Values{"event_id": {"ev-00"}, "confirm": {"yes"}})
+		_, body = c.post("/actions/redeliver", c.confirmation("redeliver", url.Values{"event_id": {"ev-00"}}))
 		contains(t, "redeliver", body, "Redelivered 1 event (ev-00)")
 
 		_, body = c.post("/actions/skip-head", url.Values{"key": {"customer:42"}})
 		contains(t, "skip confirmation", body, "fail-1", "broker timeout")
-		_, body = c.post("/actions/skip-head", url.Values{"key": {"customer:42"}, "confirm": {"yes"}})
+		_, body = c.post("/actions/skip-head", c.confirmation("skip-head", url.Values{"key": {"customer:42"}}))
 		contains(t, "skip", body, "Event fail-1 is dead now")
 		if s := status("fail-1"); s != outbox.StatusDead {
 			t.Errorf("skipped head is %s", s)
@@ -169,7 +170,7 @@ func TestActions(t *testing.T) {
 		if code, _ := c.post("/actions/purge-published", url.Values{"age": {"soon"}, "confirm": {"yes"}}); code != http.StatusBadRequest {
 			t.Errorf("a bad age: %d, want 400", code)
 		}
-		_, body = c.post("/actions/purge-published", url.Values{"age": {"7d"}, "confirm": {"yes"}})
+		_, body = c.post("/actions/purge-published", c.confirmation("purge-published", url.Values{"age": {"7d"}}))
 		contains(t, "purge", body, "Deleted 0 published event(s)")
 		if code, _ := c.post("/actions/nothing", url.Values{}); code != http.StatusNotFound {
 			t.Errorf("an unknown action: %d", code)

@@ -31,6 +31,7 @@ type config struct {
 	log        *slog.Logger
 	table      string
 	origins    []string
+	hosts      hostPolicy
 	errs       []string
 }
 
@@ -88,6 +89,25 @@ func WithTable(name string) Option { return func(c *config) { c.table = name } }
 // cross-origin POSTs are refused (403).
 func WithTrustedOrigin(origin string) Option {
 	return func(c *config) { c.origins = append(c.origins, origin) }
+}
+
+// WithAllowedHosts lets the handler answer requests whose Host header
+// names one of hosts, such as "ops.example.com" (any port) or
+// "ops.example.com:8443" (that port), beside the loopback addresses and
+// localhost it always answers; "*" answers any Host. Any other Host is
+// refused (403) before anything else runs, middleware included: a DNS
+// rebinding (an attacker's name resolved to 127.0.0.1) sends the
+// attacker's name, and the browser then treats the page as the
+// attacker's own origin, same-origin checks included. Allow the name a
+// proxy forwards, or "*" when the proxy checks the Host itself.
+func WithAllowedHosts(hosts ...string) Option {
+	return func(c *config) {
+		for _, h := range hosts {
+			if err := c.hosts.allow(h); err != nil {
+				c.errs = append(c.errs, err.Error())
+			}
+		}
+	}
 }
 
 // BasicAuth returns a middleware that requires HTTP basic authentication

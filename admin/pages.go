@@ -100,6 +100,10 @@ func (h *handler) event(w http.ResponseWriter, r *http.Request, id string) {
 		h.fail(w, r, http.StatusBadRequest, "a malformed event id")
 		return
 	}
+	if err := checkText("event id", id, outbox.MaxIDLen); err != nil {
+		h.failErr(w, r, err)
+		return
+	}
 	e, err := h.insp.GetEvent(r.Context(), id)
 	if err != nil {
 		h.failErr(w, r, err)
