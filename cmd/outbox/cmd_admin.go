@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,7 +26,14 @@ func runAdmin(ctx context.Context, c *cli, args []string) error {
 			"event, blocked keys, and actions (replay, redeliver, purge, skip a key's head),\n"+
 			"each confirmed first. Until SIGINT/SIGTERM.\n\n"+
 			"Basic authentication with $"+adminUserEnv+" and $"+adminPasswordEnv+" is required\n"+
-			"unless --listen is a loopback address (then it is used when both are set).")
+			"unless --listen is a loopback address (then it is used when both are set): without it,\n"+
+			"anyone who reaches the address (any local user or process) reads payloads and repairs\n"+
+			"events, and a warning says so at start.\n\n"+
+			"Only requests whose Host is a loopback address, localhost or a name given to\n"+
+			"--allow-host are answered (403 otherwise): a web page cannot reach the admin page\n"+
+			"through DNS rebinding. Behind a proxy, allow the name it forwards.")
+	var hosts stringList
+	f.fs.Var(&hosts, "allow-host", "also answer requests for this `host` (name[:port], repeatable; * for any, with authentication only)")
 	listen := f.fs.String("listen", "127.0.0.1:8080", "serve on this `address`")
 	prefix := f.fs.String("prefix", "", "serve under this `path`, e.g. /outbox")
 	readOnly := f.fs.Bool("read-only", false, "refuse every change (GET only)")
@@ -40,17 +48,23 @@ func runAdmin(ctx context.Context, c *cli, args []string) error {
 	if user == "" && !loopback(*listen) {
 		return usagef("--listen %s is not a loopback address: set %s and %s (basic authentication)", *listen, adminUserEnv, adminPasswordEnv)
 	}
+	if user == "" && slices.Contains(hosts, "*") {
+		return usagef("--allow-host * answers any host, which lets a web page reach the admin page through DNS rebinding: set %s and %s (basic authentication), or allow names", adminUserEnv, adminPasswordEnv)
+	}
 	db, err := f.open(ctx)
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(c.stderr, nil))
-	opts := []admin.Option{admin.WithTable(f.table), admin.WithPrefix(*prefix), admin.WithLogger(log)}
+	opts := []admin.Option{admin.WithTable(f.table), admin.WithPrefix(*prefix), admin.WithLogger(log), admin.WithAllowedHosts(hosts...)}
 	if *readOnly {
 		opts = append(opts, admin.WithReadOnly())
 	}
 	if user != "" {
 		opts = append(opts, admin.WithMiddleware(admin.BasicAuth(user, password)))
+	} else {
+		fmt.Fprintf(c.stderr, "WARNING: serving the admin page without authentication: anyone who reaches %s (any local user or process) reads payloads and repairs events; set %s and %s\n",
+			*listen, adminUserEnv, adminPasswordEnv)
 	}
 	h, err := admin.NewHandler(db, opts...)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -86,6 +85,9 @@ func runDeadList(ctx context.Context, c *cli, args []string) error {
 	if *limit < 1 || *limit > 1000 {
 		return usagef("--limit must be between 1 and 1000")
 	}
+	if err := checkArgs("--type", outbox.MaxTypeLen, *typ); err != nil {
+		return err
+	}
 	insp, err := f.inspect(ctx)
 	if err != nil {
 		return err
@@ -110,12 +112,12 @@ func runDeadList(ctx context.Context, c *cli, args []string) error {
 	fmt.Fprintln(w, "ID\tEVENT ID\tTYPE\tATTEMPTS\tCREATED\tLAST ERROR")
 	cut := false
 	for _, e := range out.Events {
-		msg := escapeLine(e.LastError)
+		msg := cell(e.LastError)
 		if !*wide {
-			msg = oneLine(e.LastError, 100)
+			msg = cell(oneLine(e.LastError, 100))
 			cut = cut || utf8.RuneCountInString(e.LastError) > 100
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\n", e.ID, e.EventID, e.Type, e.Attempts, e.CreatedAt.Format(time.RFC3339), msg)
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\n", e.ID, cell(e.EventID), cell(e.Type), e.Attempts, e.CreatedAt.Format(time.RFC3339), msg)
 	}
 	_ = w.Flush()
 	if cut {
@@ -156,6 +158,12 @@ func runDeadReplay(ctx context.Context, c *cli, args []string) error {
 	case *batch < 1 || *batch > 1000:
 		return usagef("--batch must be between 1 and 1000")
 	}
+	if err := checkArgs("--id", outbox.MaxIDLen, ids...); err != nil {
+		return err
+	}
+	if err := checkArgs("--type", outbox.MaxTypeLen, *typ); err != nil {
+		return err
+	}
 	insp, err := f.inspect(ctx)
 	if err != nil {
 		return err
@@ -169,10 +177,11 @@ func runDeadReplay(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("refusing to replay without --yes: %d dead event(s) match; nothing was changed", n)
 	}
 	var n int64
+	distinct := unique(ids)
 	if *all {
 		n, err = insp.ReplayAll(ctx, filter)
 	} else {
-		n, err = insp.Replay(ctx, ids...)
+		n, err = insp.Replay(ctx, distinct...)
 	}
 	if err != nil {
 		return err
@@ -181,8 +190,8 @@ func runDeadReplay(ctx context.Context, c *cli, args []string) error {
 		return writeJSON(c, map[string]int64{"replayed": n})
 	}
 	fmt.Fprintf(c.stdout, "replayed %d dead event(s)\n", n)
-	if len(ids) > 0 && n < int64(len(ids)) {
-		fmt.Fprintf(c.stdout, "%d of the given ids were not dead (or do not exist) and were left alone\n", int64(len(ids))-n)
+	if len(distinct) > 0 && n < int64(len(distinct)) {
+		fmt.Fprintf(c.stdout, "%d of the %d distinct ids were not dead (or do not exist) and were left alone\n", int64(len(distinct))-n, len(distinct))
 	}
 	return nil
 }
@@ -220,12 +229,8 @@ func deref(s *string) string {
 	return *s
 }
 
-// escapeLine returns s on one line, newlines and tabs escaped.
-func escapeLine(s string) string {
-	return strings.NewReplacer("\\", "\\\\", "\n", "\\n", "\r", "\\r", "\t", "\\t").Replace(s)
-}
-
-// oneLine returns s on one line, cut to max characters.
+// oneLine returns s on one line (newlines and tabs as spaces), cut to
+// max characters.
 func oneLine(s string, max int) string {
 	out := []rune{}
 	for _, r := range s {

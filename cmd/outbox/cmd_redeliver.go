@@ -36,6 +36,9 @@ func runRedeliver(ctx context.Context, c *cli, args []string) error {
 	if len(ids) == 0 {
 		return usagef("say which events: --id EVENT_ID (repeatable)")
 	}
+	if err := checkArgs("--id", outbox.MaxIDLen, ids...); err != nil {
+		return err
+	}
 	insp, err := f.inspect(ctx)
 	if err != nil {
 		return err
@@ -64,7 +67,7 @@ func runRedeliver(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("refusing to redeliver without --yes: %d event(s) are published or dead and would be redelivered%s; nothing was changed",
 			out.Redeliverable, leftAlone(out.LeftAlone))
 	}
-	if out.Redelivered, err = insp.Redeliver(ctx, ids...); err != nil {
+	if out.Redelivered, err = insp.Redeliver(ctx, unique(ids)...); err != nil {
 		return err
 	}
 	if f.json {

@@ -68,6 +68,9 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 	if err := f.parse(args); err != nil {
 		return err
 	}
+	if err := checkArgs("EVENT_ID", outbox.MaxIDLen, f.args[0]); err != nil {
+		return err
+	}
 	insp, err := f.inspect(ctx)
 	if err != nil {
 		return err
@@ -125,7 +128,7 @@ func utc(t *time.Time) *time.Time {
 
 func printEvent(w io.Writer, e eventJSON) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, cell(v)) }
 	row("event id", e.EventID)
 	row("row id", fmt.Sprint(e.ID))
 	row("type", fmt.Sprintf("%s (version %d)", e.Type, e.Version))
@@ -150,14 +153,14 @@ func printEvent(w io.Writer, e eventJSON) {
 	row("claim version", fmt.Sprint(e.ClaimVersion))
 	_ = tw.Flush()
 	if e.LastError != nil {
-		fmt.Fprintf(w, "\nlast error:\n%s\n", indent(*e.LastError))
+		fmt.Fprintf(w, "\nlast error:\n%s\n", indent(block(*e.LastError)))
 	}
 	printAttempts(w, e.AttemptLog)
 	if len(e.Headers) > 0 {
 		fmt.Fprintln(w, "\nheaders:")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
-			fmt.Fprintf(tw, "  %s\t%s\n", k, e.Headers[k])
+			fmt.Fprintf(tw, "  %s\t%s\n", cell(k), cell(e.Headers[k]))
 		}
 		_ = tw.Flush()
 	}
@@ -165,10 +168,10 @@ func printEvent(w io.Writer, e eventJSON) {
 	if raw, ok := e.Payload.(json.RawMessage); ok {
 		var buf bytes.Buffer
 		_ = json.Indent(&buf, raw, "  ", "  ")
-		fmt.Fprintf(w, "  %s\n", buf.String())
+		fmt.Fprintf(w, "  %s\n", block(buf.String()))
 		return
 	}
-	fmt.Fprintln(w, indent(fmt.Sprint(e.Payload)))
+	fmt.Fprintln(w, indent(block(fmt.Sprint(e.Payload))))
 }
 
 func stamp(t *time.Time) string {
@@ -198,11 +201,11 @@ func printAttempts(w io.Writer, log []attemptJSON) {
 	fmt.Fprintln(tw, "  CLAIM\tATTEMPT\tOUTCOME\tRELAY\tDURATION\tRECORDED AT\tERROR")
 	for _, a := range log {
 		msg := strings.Join(strings.Fields(a.Error), " ")
-		if len(msg) > 200 {
-			msg = msg[:200] + "…"
+		if r := []rune(msg); len(r) > 200 {
+			msg = string(r[:200]) + "…"
 		}
-		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\n", a.ClaimVersion, a.Attempt, a.Outcome, a.RelayID,
-			time.Duration(a.DurationUs)*time.Microsecond, stamp(&a.CreatedAt), msg)
+		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\n", a.ClaimVersion, a.Attempt, cell(a.Outcome), cell(a.RelayID),
+			time.Duration(a.DurationUs)*time.Microsecond, stamp(&a.CreatedAt), cell(msg))
 	}
 	_ = tw.Flush()
 }

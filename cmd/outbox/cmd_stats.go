@@ -113,7 +113,7 @@ func publisherWarning(relays []relay.RelayStatus) string {
 
 func printStats(c *cli, table string, s *relay.Stats, warnings []string) {
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "table\t%s\n", table)
+	fmt.Fprintf(w, "table\t%s\n", cell(table))
 	for _, st := range statuses {
 		if st == outbox.StatusPublished && s.PublishedEstimated {
 			fmt.Fprintf(w, "%s\t~%d (estimate)\n", st, s.Counts[st])
@@ -135,14 +135,14 @@ func printStats(c *cli, table string, s *relay.Stats, warnings []string) {
 			if r.Role != "" {
 				state += " (" + r.Role + ")"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\t%s\t%d\t%d\t%d\t%d\t%s\n", r.ID, r.Host, state, r.Age.Round(time.Second),
-				r.StartedAt.UTC().Format(time.RFC3339), r.Published, r.Failed, r.Dead, r.Lost, r.Publisher)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\t%s\t%d\t%d\t%d\t%d\t%s\n", cell(r.ID), cell(r.Host), cell(state), r.Age.Round(time.Second),
+				r.StartedAt.UTC().Format(time.RFC3339), r.Published, r.Failed, r.Dead, r.Lost, cell(r.Publisher))
 		}
 		_ = w.Flush()
 		fmt.Fprintln(c.stdout, "(a relay's counts are as of its last heartbeat: they lag by up to one heartbeat interval)")
 	}
 	for _, warning := range warnings {
-		fmt.Fprintf(c.stdout, "\nWARNING: %s\n", warning)
+		fmt.Fprintf(c.stdout, "\nWARNING: %s\n", line(warning))
 	}
 }
 

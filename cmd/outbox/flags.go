@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gorm.io/gorm"
 
@@ -156,4 +158,20 @@ func (f *common) connect(ctx context.Context, create bool) (*gorm.DB, error) {
 		return nil, err
 	}
 	return db, nil
+}
+
+// checkArgs checks values of a flag or argument before any statement sees
+// them: UTF-8, no NUL byte, at most max characters (the column's size).
+func checkArgs(name string, max int, values ...string) error {
+	for _, v := range values {
+		switch {
+		case !utf8.ValidString(v):
+			return usagef("%s %s: not valid UTF-8", name, cell(v))
+		case strings.IndexByte(v, 0) >= 0:
+			return usagef("%s %s: contains a NUL byte", name, cell(v))
+		case utf8.RuneCountInString(v) > max:
+			return usagef("%s: longer than %d characters", name, max)
+		}
+	}
+	return nil
 }

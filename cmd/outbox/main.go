@@ -84,7 +84,8 @@ func main() {
 }
 
 // newCLI returns the cli of a command line, its stderr scrubbed of every
-// password found in args and in the environment's addresses.
+// password found in args and in the environment's addresses, and both
+// streams escaped of terminal control characters (safeWriter).
 func newCLI(args []string, stdout, stderr io.Writer, getenv func(string) string) *cli {
 	s := &secrets{}
 	s.addFrom(getenv("OUTBOX_DB"))
@@ -95,7 +96,7 @@ func newCLI(args []string, stdout, stderr io.Writer, getenv func(string) string)
 			s.addFrom(value) // --db=…
 		}
 	}
-	return &cli{stdout: stdout, stderr: scrubWriter{w: stderr, s: s}, getenv: getenv, secrets: s}
+	return &cli{stdout: safeWriter{stdout}, stderr: scrubWriter{w: safeWriter{stderr}, s: s}, getenv: getenv, secrets: s}
 }
 
 type redisLogger struct{ l *log.Logger }
@@ -133,10 +134,10 @@ func exit(c *cli, name string, err error) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(c.stderr, "outbox %s: %v\nRun 'outbox %s --help' for usage.\n", name, err, name)
+		fmt.Fprintf(c.stderr, "outbox %s: %s\nRun 'outbox %s --help' for usage.\n", name, line(err.Error()), name)
 		return 2
 	default:
-		fmt.Fprintf(c.stderr, "outbox %s: %v\n", name, err)
+		fmt.Fprintf(c.stderr, "outbox %s: %s\n", name, line(err.Error()))
 		return 1
 	}
 }
