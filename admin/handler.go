@@ -83,8 +83,8 @@ func NewHandler(db *gorm.DB, opts ...Option) (http.Handler, error) {
 		out = mw(out)
 	}
 	if len(cfg.middleware) == 0 {
-		cfg.log.Warn("admin: the page is served without authentication (no WithMiddleware): anyone who reaches it reads payloads and repairs events; "+
-			"serve it on loopback only or behind authentication", "any_host", cfg.hosts.any)
+		cfg.log.Warn("admin: served without authentication (no WithMiddleware): anyone who reaches the page reads payloads and repairs events; "+
+			"serve it on loopback only, or behind authentication", "any_host", cfg.hosts.any)
 	}
 	return h.guard(out), nil
 }

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/testenv"
 )
 
 // send sends a request as a browser of the test server's origin does and
@@ -119,5 +120,33 @@ func TestPurgeAgeOutOfRange(t *testing.T) {
 		}
 		_, body := c.send(http.MethodPost, "/actions/purge-published", "age=106751d")
 		contains(t, "the longest age", body, "published more than 106751d")
+	})
+}
+
+// Control characters in an event (its id, type, key, last error) are
+// shown as escapes (\x1b, \u202e), never raw: they would reorder what the
+// operator reads. The confirmation's form still carries the id exactly.
+func TestControlCharactersAreShownEscaped(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		id := "h\x1b[2J\u202egnp.exe"
+		testenv.Emit(t, db, 1, func(int) outbox.Event {
+			return outbox.Event{ID: id, Type: "t\u2066", PartitionKey: "k\x1b", Payload: 1}
+		})
+		must(t, db.Exec("UPDATE outbox_events SET status = 'dead', last_error = ?", "boom\x1b[31m\u202e").Error)
+		c := newClient(t, newHandler(t, db))
+		for _, p := range []string{"/events/" + url.PathEscape(id), "/events?status=dead", "/"} {
+			_, body := c.get(p)
+			if i := strings.IndexFunc(body, func(r rune) bool { return r == 0x1b || r == 0x202e || r == 0x2066 }); i >= 0 {
+				t.Errorf("%s holds a raw control character: %q", p, body[max(i-40, 0):min(i+40, len(body))])
+			}
+			if p != "/" && !strings.Contains(body, `boom\x1b[31m\u202e`) {
+				t.Errorf("%s does not show the last error escaped", p)
+			}
+		}
+		_, body := c.post("/actions/replay", c.confirmation("replay", url.Values{"event_id": {id}}))
+		contains(t, "replay of the escaped id", body, "Replayed 1 event")
+		if s := statusOf(t, db, id); s != outbox.StatusPending {
+			t.Errorf("the event is %s", s)
+		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gormoutbox/outbox"
 )
@@ -58,8 +59,66 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, code int, name 
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(buf.Bytes())
+		_, _ = w.Write(escapeControls(buf.Bytes()))
 	}
+}
+
+// isControl reports whether r is a control character that the page never
+// carries raw: C0 but tab, newline and carriage return, DEL, C1, the
+// Unicode bidirectional controls and marks (which would reorder what an
+// operator reads), and the line and paragraph separators.
+func isControl(r rune) bool {
+	switch {
+	case r == '\t', r == '\n', r == '\r':
+		return false
+	case r < 0x20, r == 0x7f, r >= 0x80 && r < 0xa0:
+		return true
+	}
+	return r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x2028 && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
+}
+
+// escapeControls rewrites the control characters (isControl) and the
+// bytes that are not UTF-8 of a page html/template rendered, which
+// escapes markup but not them: in text as
+// a visible escape (\x1b, \u202e), as the CLI shows them; in an
+// attribute value (always double-quoted by html/template, its quotes
+// escaped) as a character reference, which a form posts back as the
+// character itself (but for C1 characters, which HTML reads as
+// Windows-1252).
+func escapeControls(page []byte) []byte {
+	if !bytes.ContainsFunc(page, isControl) && utf8.Valid(page) {
+		return page
+	}
+	var out bytes.Buffer
+	out.Grow(len(page) + 64)
+	inTag, inValue := false, false
+	for i := 0; i < len(page); {
+		r, size := utf8.DecodeRune(page[i:])
+		switch {
+		case r == utf8.RuneError && size == 1 && inValue:
+			out.WriteString("&#xfffd;")
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&out, `\x%02x`, page[i])
+		case isControl(r) && inValue:
+			fmt.Fprintf(&out, "&#x%x;", r)
+		case isControl(r) && r < 0x20:
+			fmt.Fprintf(&out, `\x%02x`, r)
+		case isControl(r):
+			fmt.Fprintf(&out, `\u%04x`, r)
+		default:
+			switch {
+			case r == '<' && !inTag:
+				inTag = true
+			case r == '"' && inTag:
+				inValue = !inValue
+			case r == '>' && inTag && !inValue:
+				inTag = false
+			}
+			out.Write(page[i : i+size])
+		}
+		i += size
+	}
+	return out.Bytes()
 }
 
 var funcs = template.FuncMap{

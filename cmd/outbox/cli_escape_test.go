@@ -87,7 +87,7 @@ func TestControlCharactersAreEscaped(t *testing.T) {
 
 // insertHostile writes two dead events and a relay's heartbeat whose
 // text holds control characters.
-func insertHostile(t *testing.T, db *gorm.DB, forgedID string) {
+func insertHostile(t testing.TB, db *gorm.DB, forgedID string) {
 	t.Helper()
 	err := db.Transaction(func(tx *gorm.DB) error {
 		return outbox.Emit(tx, outbox.Event{ID: forgedID, Type: "cli.test", Payload: 1},

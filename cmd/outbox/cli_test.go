@@ -85,7 +85,7 @@ func (r result) ok(t *testing.T) result {
 
 // cliDB returns a fresh database of the dialect as a CLI URL, and a
 // *gorm.DB on it for the test's own writes and checks.
-func cliDB(t *testing.T, d string) (string, *gorm.DB) {
+func cliDB(t testing.TB, d string) (string, *gorm.DB) {
 	t.Helper()
 	dsn := testenv.DSN(t, d)
 	var u string
@@ -118,7 +118,7 @@ func cliDB(t *testing.T, d string) (string, *gorm.DB) {
 	return u, db
 }
 
-func emit(t *testing.T, db *gorm.DB, ids ...string) {
+func emit(t testing.TB, db *gorm.DB, ids ...string) {
 	t.Helper()
 	err := db.Transaction(func(tx *gorm.DB) error {
 		for _, id := range ids {
