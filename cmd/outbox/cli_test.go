@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,6 +26,10 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if w := flag.Lookup("test.fuzzworker"); w != nil && w.Value.String() == "true" {
+		os.Exit(m.Run()) // a fuzzing worker runs FuzzCLI in-process only
+	}
 	dir, err := os.MkdirTemp("", "outbox-cli")
 	if err != nil {
 		panic(err)

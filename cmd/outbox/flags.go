@@ -151,6 +151,9 @@ func (f *common) connect(ctx context.Context, create bool) (*gorm.DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	if sqlDB, err := db.DB(); err == nil {
+		f.c.closers = append(f.c.closers, func() { _ = sqlDB.Close() })
+	}
 	if err := db.Use(&outbox.Plugin{TableName: f.table}); err != nil {
 		if errors.Is(err, outbox.ErrInvalidConfig) {
 			return nil, usagef("--table: %v", err)

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gormoutbox/outbox/internal/testenv"
 )
+
+// fuzzCommands are the command lines FuzzCLI starts with.
+var fuzzCommands = []string{"migrate", "relay", "dispatch-once", "dead list", "dead replay", "dead", "show", "redeliver", "stats", "purge", "admin", "help"}
 
 // unsafeFlags are the flags a fuzzed command line may not set: where the
 // command connects or listens (the fuzzer must not create files, reach
@@ -77,10 +81,28 @@ func FuzzCLI(f *testing.F) {
 		{"admin", "--prefix", "/\x1b"}, {"admin", "--allow-host", "\u202e"}, {"help", "show"}, {"help"},
 		{"\x1b[2Jfrobnicate"}, {"stats", "--\x1b[31mbogus"}, {"stats", "--timeout", "1ns"},
 	} {
-		f.Add(strings.Join(seed, "\x1f"))
+		// The command is one byte (an index of fuzzCommands, the raw
+		// first argument past them), so that mutations keep reaching the
+		// commands.
+		k := slices.Index(fuzzCommands, seed[0])
+		if j := slices.Index(fuzzCommands, "dead "+seed[min(1, len(seed)-1)]); len(seed) > 1 && seed[0] == "dead" && j >= 0 {
+			k, seed = j, seed[1:]
+		}
+		if k < 0 {
+			f.Add(uint8(255), strings.Join(seed, "\x1f"))
+			continue
+		}
+		f.Add(uint8(k), strings.Join(seed[1:], "\x1f"))
 	}
-	f.Fuzz(func(t *testing.T, line string) {
-		args := sanitize(strings.Split(line, "\x1f"))
+	f.Fuzz(func(t *testing.T, command uint8, rest string) {
+		var args []string
+		if rest != "" {
+			args = strings.Split(rest, "\x1f")
+		}
+		if int(command) < len(fuzzCommands) {
+			args = append(strings.Fields(fuzzCommands[command]), args...)
+		}
+		args = sanitize(args)
 		for d, u := range urls {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			if len(args) > 0 && (args[0] == "relay" || args[0] == "admin") {
@@ -99,4 +121,28 @@ func FuzzCLI(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A command closes the connections it opened when it returns, so that
+// commands run in one process (as FuzzCLI runs them) do not pile up
+// connections: MariaDB lists none left on the command's database.
+func TestCommandsCloseTheirConnections(t *testing.T) {
+	u, db := cliDB(t, testenv.MySQL)
+	cmd(t, u, "migrate").ok(t)
+	var name string
+	if err := db.Raw("SELECT DATABASE()").Scan(&name).Error; err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		for _, args := range [][]string{{"stats"}, {"dead", "list"}, {"show", "nope"}} {
+			run(t.Context(), args, newCLI(args, &bytes.Buffer{}, &bytes.Buffer{}, func(k string) string { return map[string]string{"OUTBOX_DB": u}[k] }))
+		}
+	}
+	var n int64
+	if err := db.Raw("SELECT COUNT(*) FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()", name).Scan(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	if sqlDB, _ := db.DB(); n > int64(sqlDB.Stats().OpenConnections) {
+		t.Errorf("%d connections on %s after 60 commands, the test's own pool holds %d: the commands left theirs open", n, name, sqlDB.Stats().OpenConnections)
+	}
 }

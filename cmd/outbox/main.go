@@ -63,6 +63,17 @@ type cli struct {
 	// secrets holds the passwords of the addresses the command was given;
 	// stderr is scrubbed of them.
 	secrets *secrets
+	// closers release what the command opened (its database pools), once
+	// it returns.
+	closers []func()
+}
+
+// close releases what the command opened.
+func (c *cli) close() {
+	for _, f := range c.closers {
+		f()
+	}
+	c.closers = nil
 }
 
 // usageError is a mistake in the command line: exit status 2.
@@ -110,6 +121,7 @@ func run(ctx context.Context, args []string, c *cli) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 {
 			if cmd, ok := cmds[args[1]]; ok {
+				defer c.close()
 				return exit(c, args[1], cmd.run(ctx, c, []string{"--help"}))
 			}
 		}
@@ -120,6 +132,7 @@ func run(ctx context.Context, args []string, c *cli) int {
 		return 0
 	}
 	cmd, ok := cmds[args[0]]
+	defer c.close()
 	if !ok {
 		fmt.Fprintf(c.stderr, "outbox: unknown command %q\n\n", args[0])
 		printUsage(c.stderr, cmds)
