@@ -17,7 +17,7 @@ type chart struct {
 	MaxPublished  int64
 	MaxLag        string
 	Total         int64
-	// Estimated reports that some minute had more than 50,000
+	// Estimated reports that some minute had more than 20,000
 	// publications, so that its count (and the total) are estimates.
 	Estimated bool
 }

@@ -36,10 +36,10 @@
 //     refreshed by autovacuum), and the overview labels the count
 //     "estimate"; elsewhere they are counted.
 //   - The throughput chart counts each minute's publications from the
-//     published index, exactly up to 50,000 a minute (a busier minute is
-//     estimated from the rate of its first 50,000, marked ≈). An ended
+//     published index, exactly up to 20,000 a minute (a busier minute is
+//     estimated from the rate of its first 20,000, marked ≈). An ended
 //     minute is counted once and remembered by the handler, so that a
-//     refresh reads the last two minutes' publications only; the lag is
+//     refresh reads the current minute's publications only; the lag is
 //     the average of each minute's first 500.
 //   - A status filter other than published, and a count of dead events,
 //     read that status's index. The partition key filter with any status

@@ -217,7 +217,7 @@
 // published exactly and, on PostgreSQL, estimates more than 10,000
 // published events from the table's statistics (Stats.PublishedEstimated);
 // Throughput counts each minute's publications through the published
-// index, up to 50,000 a minute (busier minutes are estimated,
+// index, up to 20,000 a minute (busier minutes are estimated,
 // MinuteStat.Estimated), an ended minute once per Inspector;
 // EventQuery.Unfinished lists a partition
 // key's unfinished and dead events from their indexes (its published

@@ -102,8 +102,8 @@ func TestInspectorReadsTheIndexes(t *testing.T) {
 	})
 	t.Run("Throughput", func(t *testing.T) {
 		// The first call counts the hour's publications once (and the lag
-		// of 500 of each minute); the next one reads only the last two
-		// minutes'.
+		// of 500 of each minute); the next one reads only the current
+		// minute's (and the last one's in its first 10 seconds).
 		reads(t, []int64{30000 + 10*500 + 500, 2*(3000+500) + 500}, func(insp *relay.Inspector) {
 			minutes, err := insp.Throughput(ctx, time.Hour)
 			must(t, err)

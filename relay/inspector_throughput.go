@@ -13,13 +13,13 @@ const (
 	// minuteCap bounds the published events Throughput counts in one
 	// minute: a busier minute is extrapolated from the rate of its first
 	// minuteCap publications.
-	minuteCap = 50000
+	minuteCap = 20000
 	// lagSample is how many of a minute's first publications its average
 	// lag is measured on.
 	lagSample = 500
 	// settleAfter is how long after its end a minute is counted for good:
 	// a completion that set published_at commits within it.
-	settleAfter = time.Minute
+	settleAfter = 10 * time.Second
 )
 
 // MinuteStat is the delivery of one minute of the database clock.
@@ -33,10 +33,10 @@ type MinuteStat struct {
 	// Published counts the events published in that minute that were in
 	// the table when it was counted (retention deletes published events;
 	// an ended minute is counted once by an Inspector and remembered). It
-	// is exact up to 50,000; beyond, Estimated.
+	// is exact up to 20,000; beyond, Estimated.
 	Published int64
-	// Estimated reports that more than 50,000 events were published in the
-	// minute: Published is extrapolated from the rate of its first 50,000.
+	// Estimated reports that more than 20,000 events were published in the
+	// minute: Published is extrapolated from the rate of its first 20,000.
 	Estimated bool
 	// AvgLag is the average time from creation to publication of the
 	// minute's first 500 publications.
@@ -86,11 +86,13 @@ func (c *minuteCache) put(s MinuteStat, oldest time.Time) {
 // minute last, minutes without any included.
 //
 // It counts each minute's publications through the published index
-// (published_at, migration 0006), at most 50,000 of them (a busier minute
-// is estimated, MinuteStat.Estimated). A minute that ended more than a
-// minute ago is counted once and remembered by the Inspector, so that a
-// refresh reads only the last two minutes' publications: the cost is the
-// traffic of the window once, never the history in the table.
+// (published_at, migration 0006), at most 20,000 of them (a busier minute
+// is estimated, MinuteStat.Estimated). A minute that ended more than 10
+// seconds ago (a completion that set published_at in it has committed)
+// is counted once and remembered by the Inspector, so that a refresh
+// reads only the current minute's publications (and the last one's, in
+// its first 10 seconds): the cost is the traffic of the window once,
+// never the history in the table.
 func (i *Inspector) Throughput(ctx context.Context, window time.Duration) ([]MinuteStat, error) {
 	if window <= 0 || window > 24*time.Hour {
 		window = 24 * time.Hour

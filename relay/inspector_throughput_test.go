@@ -63,8 +63,8 @@ func TestThroughputCountsABurst(t *testing.T) {
 	})
 }
 
-// An ended minute is counted once: the next call reads only the last two
-// minutes (events published later into an ended minute, which no relay
+// An ended minute is counted once: the next call reads only the current
+// minute (events published later into an ended minute, which no relay
 // does, are not seen), and a new Inspector counts again.
 func TestThroughputRemembersEndedMinutes(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
