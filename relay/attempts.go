@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -75,6 +76,9 @@ func (r *Relay) attemptRecords(outs []outcome, f fence) []sqldriver.AttemptRecor
 			s := errorText(o.err)
 			rec.Error = &s
 		}
+		if o.receipt != "" {
+			rec.Receipt = &o.receipt
+		}
 		recs[i] = rec
 	}
 	return recs
@@ -97,6 +101,19 @@ func (r *Relay) applyLogged(db *gorm.DB, outs []outcome, f fence, retry bool, po
 	// The try before may have committed, records included, without its
 	// answer reaching the relay.
 	return r.confirm(db, outs, pos, applied)
+}
+
+// checkReceiptColumn returns an error wrapping outbox.ErrNotMigrated when
+// the attempt log table has no receipt column (migration 0010), nil when
+// it has.
+func checkReceiptColumn(db *gorm.DB, table string) error {
+	var probe []struct{ Receipt *string }
+	err := db.Session(&gorm.Session{NewDB: true}).Raw("SELECT receipt FROM " + table + " WHERE 1 = 0").Scan(&probe).Error
+	if err != nil {
+		return fmt.Errorf("relay: %w: the attempt log table %s has no receipt column (migration 0010): run outbox.Migrate (or `outbox migrate`): %v",
+			outbox.ErrNotMigrated, table, err)
+	}
+	return nil
 }
 
 // attemptTableRecheck is how often a missing attempt log table is looked

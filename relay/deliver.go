@@ -32,6 +32,9 @@ type outcome struct {
 	err   error         // why it failed, died or was released (nil for a shutdown release)
 	delay time.Duration // until the next claim, for failed and released
 	took  time.Duration // how long the delivery ran (0: none ran)
+	// receipt is where the publisher delivered a published event
+	// (SetReceipt), "" for none.
+	receipt string
 	// expired: a rescue gave the outcome, the claim's lease having
 	// expired without one.
 	expired bool
@@ -81,6 +84,7 @@ func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline
 	}
 	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
+	pctx, rc := r.withReceipts(pctx)
 	d := &delivery{r: r, ctx: ctx, pctx: pctx, batchSpan: trace.SpanFromContext(ctx), envs: envs,
 		errs: make([]error, len(envs)), started: make([]bool, len(envs)), took: make([]time.Duration, len(envs))}
 	d.runs = keyRuns(rows, envOf)
@@ -104,6 +108,9 @@ func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline
 		default:
 			r.settle(&outs[i], d.errs[j], unavailableDelay)
 			outs[i].took = d.took[j]
+			if outs[i].kind == published {
+				outs[i].receipt = rc.of(envs[j])
+			}
 		}
 	}
 	return outs

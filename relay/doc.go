@@ -105,7 +105,9 @@
 // the attempt, the claim_version, the outcome (AttemptPublished,
 // AttemptRetried, AttemptDead, AttemptSnoozed, AttemptUnavailable,
 // AttemptReleased, or AttemptRescued for a lease that expired), how long
-// the delivery ran and its error. The records are written with the
+// the delivery ran, its error, and for a published event the publisher's
+// receipt, where it says the event went (SetReceipt: a Kafka topic,
+// partition and offset; migration 0010 adds the column). The records are written with the
 // outcomes, no round trip per event: on PostgreSQL in the completion's
 // own statement (a data-modifying WITH inserting the records of the rows
 // the fenced UPDATE returned), on MySQL and SQLite in the completion's

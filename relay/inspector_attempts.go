@@ -32,6 +32,11 @@ type Attempt struct {
 	Duration time.Duration
 	// Error is the delivery's error text, empty for none.
 	Error string
+	// Receipt is where the publisher delivered the event, as it reported
+	// it with SetReceipt (such as a Kafka topic, partition and offset):
+	// set on published records of publishers that report one, empty
+	// otherwise.
+	Receipt string
 	// CreatedAt is when the outcome was recorded.
 	CreatedAt time.Time
 }
@@ -61,19 +66,22 @@ func (i *Inspector) Attempts(ctx context.Context, eventID string) ([]Attempt, er
 		Attempt                  int
 		ClaimVersion, DurationUs int64
 		Outcome                  string
-		Error                    *string
+		Error, Receipt           *string
 		CreatedAt                time.Time
 	}
-	err := o.db.Table(gormTable(o.kind, table)).Select("id, event_row_id, event_id, relay_id, attempt, claim_version, outcome, duration_us, error, created_at").
+	err := o.db.Table(gormTable(o.kind, table)).Select("id, event_row_id, event_id, relay_id, attempt, claim_version, outcome, duration_us, error, receipt, created_at").
 		Where("event_row_id = ?", ids[0]).Order("claim_version, id").Scan(&rows).Error
 	if err != nil {
+		if cerr := checkReceiptColumn(o.db, table); cerr != nil {
+			return nil, cerr
+		}
 		return nil, fmt.Errorf("relay: reading the attempts of event %q: %w", eventID, err)
 	}
 	out := make([]Attempt, len(rows))
 	for n, r := range rows {
 		out[n] = Attempt{ID: r.ID, EventRowID: r.EventRowID, EventID: r.EventID, RelayID: r.RelayID, Attempt: r.Attempt,
 			ClaimVersion: r.ClaimVersion, Outcome: r.Outcome, Duration: time.Duration(r.DurationUs) * time.Microsecond,
-			Error: deref(r.Error), CreatedAt: i.kind.StoredTime(r.CreatedAt)}
+			Error: deref(r.Error), Receipt: deref(r.Receipt), CreatedAt: i.kind.StoredTime(r.CreatedAt)}
 	}
 	return out, nil
 }

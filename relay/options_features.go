@@ -28,13 +28,16 @@ func WithSingleActive() Option {
 // (migration 0007), holding the relay's worker id, the attempt, the
 // claim_version, the outcome (published, retried, dead, snoozed,
 // unavailable, released, or rescued when a lease expired), the delivery's
-// duration and its error. Records are written in the statement (on
+// duration, its error and, for a published event, the publisher's receipt
+// (SetReceipt: where the event went, such as a Kafka partition and offset;
+// migration 0010). Records are written in the statement (on
 // PostgreSQL) or the transaction (MySQL, SQLite) that records the
 // outcomes, a multi-row insert per batch, never a round trip per event; a
 // completion refused by fencing writes no record. Retention and purges
 // delete the records with their events; Inspector.Attempts, "outbox show"
 // and the admin page's event detail show them. New fails with an error
-// wrapping outbox.ErrNotMigrated when the table does not exist.
+// wrapping outbox.ErrNotMigrated when the table, or its receipt column,
+// does not exist.
 func WithAttemptLog() Option {
 	return func(c *config) { c.attemptLog = true }
 }

@@ -169,6 +169,11 @@ func New(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 	if err := checkDB(db, tables); err != nil {
 		return nil, err
 	}
+	if cfg.attemptLog {
+		if err := checkReceiptColumn(db, sqldriver.AttemptsTable(table)); err != nil {
+			return nil, err
+		}
+	}
 	r := &Relay{
 		db:    db.Session(&gorm.Session{NewDB: true, SkipDefaultTransaction: true}),
 		pub:   pub,

@@ -31,6 +31,9 @@ type AttemptRecord struct {
 	Duration time.Duration
 	// Error is the delivery's error text, nil for none.
 	Error *string
+	// Receipt is where the publisher delivered the event (relay.SetReceipt),
+	// nil for none (migration 0010).
+	Receipt *string
 	// StatusAfter and VersionAfter are the status and claim_version the
 	// completion gives the row: a driver that cannot tell which rows an
 	// UPDATE changed reads them (Complete).
@@ -71,7 +74,7 @@ type AttemptLog interface {
 }
 
 // AttemptColumns are the columns of the attempt log an insert writes.
-const AttemptColumns = "event_row_id, event_id, relay_id, attempt, claim_version, outcome, duration_us, error, created_at"
+const AttemptColumns = "event_row_id, event_id, relay_id, attempt, claim_version, outcome, duration_us, error, receipt, created_at"
 
 // AttemptInsert describes a dialect's multi-row insert of attempt records.
 type AttemptInsert struct {
@@ -91,9 +94,9 @@ func (ins AttemptInsert) Values(sb *strings.Builder, args []any, recs []AttemptR
 		if i > 0 {
 			sb.WriteString(", ")
 		}
-		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, " + now + ")")
+		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, " + now + ")")
 		args = append(args, r.EventRowID, r.EventID, r.RelayID, r.Attempt, r.ClaimVersion, r.Outcome,
-			r.Duration.Microseconds(), r.Error)
+			r.Duration.Microseconds(), r.Error, r.Receipt)
 		args = append(args, nowArgs...)
 	}
 	return args
@@ -107,7 +110,7 @@ func (ins AttemptInsert) Exec(tx *gorm.DB, table string, recs []AttemptRecord) e
 	}
 	var sb strings.Builder
 	sb.WriteString("INSERT INTO " + AttemptsTable(table) + " (" + AttemptColumns + ") VALUES ")
-	args := ins.Values(&sb, make([]any, 0, len(recs)*9), recs)
+	args := ins.Values(&sb, make([]any, 0, len(recs)*10), recs)
 	sb.WriteString(ins.Conflict)
 	return tx.Exec(sb.String(), args...).Error
 }

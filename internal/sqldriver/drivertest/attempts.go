@@ -29,22 +29,37 @@ type attemptRow struct {
 	Outcome      string
 	DurationUs   int64
 	Error        *string
+	Receipt      *string
 }
 
 func attemptRows(t *testing.T, db *gorm.DB) []attemptRow {
 	t.Helper()
 	var rows []attemptRow
-	must(t, db.Raw("SELECT event_row_id, event_id, relay_id, attempt, claim_version, outcome, duration_us, error FROM "+
+	must(t, db.Raw("SELECT event_row_id, event_id, relay_id, attempt, claim_version, outcome, duration_us, error, receipt FROM "+
 		sqldriver.AttemptsTable(Table)+" ORDER BY event_row_id, claim_version").Scan(&rows).Error)
 	return rows
 }
 
-// attemptRecord returns the record of claimed row c with outcome, as published.
+// attemptRecord returns the record of claimed row c with outcome, as
+// published; the record of event "a" has a receipt, the others none.
 func attemptRecord(c sqldriver.ClaimedEvent, outcome string) sqldriver.AttemptRecord {
 	msg := "boom " + c.EventID
-	return sqldriver.AttemptRecord{EventRowID: c.ID, EventID: c.EventID, RelayID: "w", Attempt: c.Attempts,
+	rec := sqldriver.AttemptRecord{EventRowID: c.ID, EventID: c.EventID, RelayID: "w", Attempt: c.Attempts,
 		ClaimVersion: c.ClaimVersion, Outcome: outcome, Duration: 1500 * time.Microsecond, Error: &msg,
 		StatusAfter: "published", VersionAfter: c.ClaimVersion}
+	if c.EventID == "a" {
+		receipt := "orders/2@" + c.EventID
+		rec.Receipt = &receipt
+	}
+	return rec
+}
+
+// receiptOK reports whether g has the receipt attemptRecord gave it.
+func receiptOK(g attemptRow) bool {
+	if g.EventID == "a" {
+		return g.Receipt != nil && *g.Receipt == "orders/2@a"
+	}
+	return g.Receipt == nil
 }
 
 // publishUpdate is a fenced completion of rows as published, each under
@@ -107,8 +122,8 @@ func (s suite) attemptCompleteFenced(t *testing.T, bump bool) {
 	}
 	for _, g := range got {
 		if g.EventID == "stale" || g.Outcome != "published" || g.RelayID != "w" || g.Attempt != 1 || g.ClaimVersion != 1 ||
-			g.DurationUs != 1500 || g.Error == nil || *g.Error != "boom "+g.EventID {
-			t.Errorf("record %+v, want published by w, attempt 1, claim 1, 1500 µs, its error", g)
+			g.DurationUs != 1500 || g.Error == nil || *g.Error != "boom "+g.EventID || !receiptOK(g) {
+			t.Errorf("record %+v, want published by w, attempt 1, claim 1, 1500 µs, its error and receipt", g)
 		}
 	}
 	if n := count(t, db, Table, "status = 'publishing'"); n != 1 {
@@ -148,8 +163,8 @@ func (s suite) attemptInsertOnce(t *testing.T) {
 	rec.ClaimVersion, rec.Attempt, rec.Outcome, rec.Error = rec.ClaimVersion+1, 2, "published", nil
 	must(t, db.Transaction(func(tx *gorm.DB) error { return s.drv.InsertAttempts(tx, Table, []sqldriver.AttemptRecord{rec}) }))
 	got := attemptRows(t, db)
-	if len(got) != 2 || got[0].Outcome != "retried" || got[1].Outcome != "published" || got[1].Error != nil {
-		t.Fatalf("records %+v, want retried (once) then published", got)
+	if len(got) != 2 || got[0].Outcome != "retried" || got[1].Outcome != "published" || got[1].Error != nil || !receiptOK(got[1]) {
+		t.Fatalf("records %+v, want retried (once) then published, with its receipt", got)
 	}
 }
 

@@ -15,7 +15,7 @@ var attempts = sqldriver.AttemptInsert{Clock: Driver{}, Conflict: Driver{}.Inser
 // attemptValues types the first row of a VALUES list: PostgreSQL would
 // take untyped parameters for text.
 const attemptValues = "CAST(? AS bigint), CAST(? AS text), CAST(? AS text), CAST(? AS integer), CAST(? AS bigint), " +
-	"CAST(? AS text), CAST(? AS bigint), CAST(? AS text), "
+	"CAST(? AS text), CAST(? AS bigint), CAST(? AS text), CAST(? AS text), "
 
 // Complete runs the update and the insert of its records in one
 // statement, a data-modifying WITH: the records of the rows the update
@@ -24,12 +24,12 @@ func (Driver) Complete(db *gorm.DB, p sqldriver.CompleteParams) ([]int64, error)
 	var sb strings.Builder
 	sb.WriteString("WITH done AS (" + p.Update + " RETURNING id), logged AS (INSERT INTO " +
 		sqldriver.AttemptsTable(p.Table) + " (" + sqldriver.AttemptColumns + ") SELECT v.event_row_id, v.event_id, v.relay_id, " +
-		"v.attempt, v.claim_version, v.outcome, v.duration_us, v.error, v.created_at FROM (VALUES ")
+		"v.attempt, v.claim_version, v.outcome, v.duration_us, v.error, v.receipt, v.created_at FROM (VALUES ")
 	var vals strings.Builder
-	args := attempts.Values(&vals, append(make([]any, 0, len(p.Args)+len(p.Records)*9), p.Args...), p.Records)
+	args := attempts.Values(&vals, append(make([]any, 0, len(p.Args)+len(p.Records)*10), p.Args...), p.Records)
 	// Cast the first row's parameters; the other rows take its types.
-	sb.WriteString(strings.Replace(vals.String(), "(?, ?, ?, ?, ?, ?, ?, ?, ", "("+attemptValues, 1))
-	sb.WriteString(") AS v (event_row_id, event_id, relay_id, attempt, claim_version, outcome, duration_us, error, created_at) " +
+	sb.WriteString(strings.Replace(vals.String(), "(?, ?, ?, ?, ?, ?, ?, ?, ?, ", "("+attemptValues, 1))
+	sb.WriteString(") AS v (event_row_id, event_id, relay_id, attempt, claim_version, outcome, duration_us, error, receipt, created_at) " +
 		"JOIN done ON done.id = v.event_row_id" + attempts.Conflict + ") SELECT id FROM done")
 	var ids []int64
 	if err := db.Raw(sb.String(), args...).Scan(&ids).Error; err != nil {

@@ -1,0 +1,1 @@
+ALTER TABLE outbox_events_attempts DROP COLUMN receipt;
