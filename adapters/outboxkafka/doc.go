@@ -71,7 +71,11 @@
 // records in order across its retries. NewPublisher refuses a client that
 // would break this: one whose partitioner does not keep a key on one
 // partition, or with idempotent writes disabled and more than one produce
-// request in flight. Changing a topic's partition count moves keys.
+// request in flight. Changing a topic's partition count moves keys. The
+// relay orders events by PartitionKey only: events without one (keyed by
+// their AggregateID) share a partition, but are delivered in no
+// particular order; give an aggregate's events its PartitionKey (Track
+// does) for commit order.
 //
 // Delivery is at least once: a record whose acknowledgement did not come
 // in time is produced again later, and the client may still deliver the
