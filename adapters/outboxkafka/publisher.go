@@ -74,13 +74,13 @@ func (p *Publisher) checkClient() {
 	if txn, _ := cl.OptValues(kgo.TransactionalID)[1].(bool); txn {
 		p.cfg.Fail("the client is transactional (kgo.TransactionalID): its records fail outside a transaction")
 	}
-	if cl.OptValue(kgo.ManualFlushing).(bool) {
+	if optBool(cl, kgo.ManualFlushing) {
 		p.cfg.Fail("the client flushes manually (kgo.ManualFlushing): its records would wait for a Flush")
 	}
-	if cl.OptValue(kgo.DefaultProduceTopicAlways).(bool) {
+	if optBool(cl, kgo.DefaultProduceTopicAlways) {
 		p.cfg.Fail("the client sends every record to its default topic (kgo.DefaultProduceTopicAlways)")
 	}
-	if cl.OptValue(kgo.DisableIdempotentWrite).(bool) && cl.OptValue(kgo.MaxProduceRequestsInflightPerBroker).(int) > 1 {
+	if inflight, _ := cl.OptValue(kgo.MaxProduceRequestsInflightPerBroker).(int); optBool(cl, kgo.DisableIdempotentWrite) && inflight > 1 {
 		p.cfg.Fail("idempotent writes are disabled with more than one produce request in flight: retries could reorder a key's events")
 	}
 	if part, ok := cl.OptValue(kgo.RecordPartitioner).(kgo.Partitioner); ok && part != nil &&
@@ -92,6 +92,12 @@ func (p *Publisher) checkClient() {
 		p.cfg.Fail("cannot read the client's kgo.ProducerBatchMaxBytes")
 	}
 	p.maxBuffered, _ = cl.OptValue(kgo.MaxBufferedBytes).(int64)
+}
+
+// optBool returns the client's boolean option opt.
+func optBool(cl *kgo.Client, opt any) bool {
+	v, _ := cl.OptValue(opt).(bool)
+	return v
 }
 
 // Validate reports whether the Publisher was made by NewPublisher (which

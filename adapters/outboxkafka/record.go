@@ -3,6 +3,8 @@ package outboxkafka
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -85,11 +87,7 @@ func (p *Publisher) build(e *outbox.Envelope) (*kgo.Record, error) {
 		err = p.binaryHeaders(e, r)
 	default:
 		r.Key = key(e.PartitionKey, e.AggregateID)
-		env := *e // the caller's envelope is not modified
-		if env.Source == "" {
-			env.Source = p.cfg.source
-		}
-		r.Value, err = env.MarshalJSON()
+		r.Value, err = p.withSource(e).MarshalJSON()
 		r.Headers = append(eventHeaders(e), kgo.RecordHeader{Key: "content-type", Value: []byte(ContentType)})
 	}
 	if err != nil {
@@ -114,23 +112,29 @@ func key(keys ...string) []byte {
 // CloudEvents binding owns.
 func eventHeaders(e *outbox.Envelope) []kgo.RecordHeader {
 	hs := make([]kgo.RecordHeader, 0, len(e.Headers)+1)
-	for k, v := range e.Headers {
+	for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
 		if !strings.EqualFold(k, "content-type") && !strings.HasPrefix(strings.ToLower(k), "ce_") {
-			hs = append(hs, kgo.RecordHeader{Key: k, Value: []byte(v)})
+			hs = append(hs, kgo.RecordHeader{Key: k, Value: []byte(e.Headers[k])})
 		}
 	}
 	return hs
+}
+
+// withSource returns a copy of e with the Publisher's source when it has
+// none: the caller's envelope is not modified.
+func (p *Publisher) withSource(e *outbox.Envelope) *outbox.Envelope {
+	env := *e
+	if env.Source == "" {
+		env.Source = p.cfg.source
+	}
+	return &env
 }
 
 // binaryHeaders sets r's headers in binary mode: each attribute of the
 // envelope's CloudEvents JSON (extensions included) as ce_<name>, its
 // datacontenttype as content-type, and the event's own headers.
 func (p *Publisher) binaryHeaders(e *outbox.Envelope, r *kgo.Record) error {
-	env := *e
-	if env.Source == "" {
-		env.Source = p.cfg.source
-	}
-	b, err := env.MarshalJSON()
+	b, err := p.withSource(e).MarshalJSON()
 	if err != nil {
 		return err
 	}
@@ -139,9 +143,9 @@ func (p *Publisher) binaryHeaders(e *outbox.Envelope, r *kgo.Record) error {
 		return err
 	}
 	r.Headers = eventHeaders(e)
-	for name, raw := range attrs {
+	for _, name := range slices.Sorted(maps.Keys(attrs)) {
 		var v any
-		if err := json.Unmarshal(raw, &v); err != nil {
+		if err := json.Unmarshal(attrs[name], &v); err != nil {
 			return err
 		}
 		switch name {
