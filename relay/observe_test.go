@@ -7,50 +7,42 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/oteltest"
 	"github.com/gormoutbox/outbox/relay"
 )
 
-// metricsOf collects every metric of reader by name.
-func metricsOf(t *testing.T, reader *sdkmetric.ManualReader) map[string]metricdata.Metrics {
+// metricsOf collects every metric of mp by name.
+func metricsOf(t *testing.T, mp *oteltest.MeterProvider) oteltest.Metrics {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	must(t, reader.Collect(context.Background(), &rm))
-	out := map[string]metricdata.Metrics{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			out[m.Name] = m
-		}
-	}
-	return out
+	m, err := mp.Collect(context.Background())
+	must(t, err)
+	return m
 }
 
-func sum(t *testing.T, m metricdata.Metrics) int64 {
+func sum(t *testing.T, m oteltest.Metric) int64 {
 	t.Helper()
-	s, ok := m.Data.(metricdata.Sum[int64])
-	if !ok {
-		t.Fatalf("%s is %T, not an int64 sum", m.Name, m.Data)
+	if m.Kind == "" {
+		t.Fatal("a counter was not recorded")
 	}
-	var n int64
-	for _, p := range s.DataPoints {
-		n += p.Value
+	if m.Kind != "Int64Counter" {
+		t.Fatalf("%s is a %q, not an int64 counter", m.Name, m.Kind)
 	}
-	return n
+	return int64(m.Total())
+}
+
+// observed reports whether m is a metric of the kind with observations.
+func observed(m oteltest.Metric, kind oteltest.Kind) bool {
+	return m.Kind == kind && len(m.Points) > 0 && m.Points[0].Count > 0
 }
 
 func TestMetrics(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		emitN(t, db, 10, event)
-		reader := sdkmetric.NewManualReader()
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		mp := oteltest.NewMeterProvider()
 		pub := relay.PublisherFunc(func(_ context.Context, e *outbox.Envelope) error {
 			switch e.ID {
 			case "ev-000001":
@@ -81,7 +73,7 @@ func TestMetrics(t *testing.T) {
 		close(block)
 		<-done
 
-		m := metricsOf(t, reader)
+		m := metricsOf(t, mp)
 		for name, want := range map[string]int64{
 			"outbox.events.claimed": 10 + 1 + 2, "outbox.events.published": 8 + 2, "outbox.events.failed": 1 + 1,
 			"outbox.events.dead": 1, "outbox.leases.lost": 1,
@@ -91,8 +83,7 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 		for _, name := range []string{"outbox.publish.duration", "outbox.event.lag"} {
-			h, ok := m[name].Data.(metricdata.Histogram[float64])
-			if !ok || len(h.DataPoints) == 0 || h.DataPoints[0].Count == 0 {
+			if !observed(m[name], "Float64Histogram") {
 				t.Errorf("%s has no observations: %+v", name, m[name])
 			}
 		}
@@ -107,23 +98,23 @@ func TestMetrics(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		running := make(chan error, 1)
 		go func() { running <- newRelay(t, db, newRecorder(), relay.WithMeterProvider(mp)).Start(ctx) }()
-		var pending metricdata.Gauge[int64]
-		for deadline := time.Now().Add(10 * time.Second); len(pending.DataPoints) == 0; {
+		var pending oteltest.Metric
+		for deadline := time.Now().Add(10 * time.Second); len(pending.Points) == 0; {
 			if time.Now().After(deadline) {
 				t.Fatal("no pending gauge while the relay runs")
 			}
 			time.Sleep(20 * time.Millisecond)
-			pending, _ = metricsOf(t, reader)["outbox.events.pending"].Data.(metricdata.Gauge[int64])
+			pending = metricsOf(t, mp)["outbox.events.pending"]
 		}
-		if pending.DataPoints[0].Value != 3 {
-			t.Errorf("pending gauge = %d, want the 3 scheduled events", pending.DataPoints[0].Value)
+		if pending.Kind != "Int64ObservableGauge" || pending.Points[0].Value != 3 {
+			t.Errorf("pending gauge = %v (a %q), want the 3 scheduled events", pending.Points[0].Value, pending.Kind)
 		}
-		if _, ok := metricsOf(t, reader)["outbox.events.oldest_pending_age"].Data.(metricdata.Gauge[float64]); !ok {
+		if !observed(metricsOf(t, mp)["outbox.events.oldest_pending_age"], "Float64ObservableGauge") {
 			t.Errorf("no oldest pending age gauge")
 		}
 		cancel()
 		must(t, <-running)
-		if _, ok := metricsOf(t, reader)["outbox.events.pending"]; ok {
+		if _, ok := metricsOf(t, mp)["outbox.events.pending"]; ok {
 			t.Errorf("table gauges still reported after the relay stopped")
 		}
 	})
@@ -131,8 +122,7 @@ func TestMetrics(t *testing.T) {
 
 func TestTraces(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
-		rec := tracetest.NewSpanRecorder()
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+		tp := oteltest.NewTracerProvider()
 		// The application emits inside a span of its own.
 		ctx, emitSpan := tp.Tracer("app").Start(context.Background(), "place order")
 		must(t, db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -152,19 +142,19 @@ func TestTraces(t *testing.T) {
 		_, err := newRelay(t, db, pub, relay.WithTracerProvider(tp), relay.WithWorkerID("r1"), relay.WithConcurrency(1)).RunOnce(t.Context())
 		must(t, err)
 
-		var batch, traced, untraced sdktrace.ReadOnlySpan
-		for _, s := range rec.Ended() {
+		var batch, traced, untraced *oteltest.Span
+		for _, s := range tp.Ended() {
 			switch {
 			case s.Name() == "outbox.relay batch":
 				batch = s
-			case s.Name() == "outbox publish order.placed" && attr(s, "cloudevents.event_id") == "traced":
+			case s.Name() == "outbox publish order.placed" && s.Attr("cloudevents.event_id").AsString() == "traced":
 				traced = s
 			case s.Name() == "outbox publish order.placed":
 				untraced = s
 			}
 		}
 		if batch == nil || traced == nil || untraced == nil {
-			t.Fatalf("spans: %v", rec.Ended())
+			t.Fatalf("spans: %v", tp.Ended())
 		}
 		if traced.Parent().SpanID() != emitSpan.SpanContext().SpanID() || traced.SpanContext().TraceID() != emitSpan.SpanContext().TraceID() {
 			t.Errorf("the delivery span is not a child of the emitting span")
@@ -175,7 +165,7 @@ func TestTraces(t *testing.T) {
 		if untraced.Parent().SpanID() != batch.SpanContext().SpanID() {
 			t.Errorf("a delivery without a traceparent is not a child of its batch")
 		}
-		if attr(traced, "cloudevents.event_type") != "order.placed" || attr(traced, "outbox.relay.id") != "r1" || attr(traced, "outbox.event.attempt") != "1" {
+		if traced.Attr("cloudevents.event_type").AsString() != "order.placed" || traced.Attr("outbox.relay.id").AsString() != "r1" || traced.Attr("outbox.event.attempt").AsInt64() != 1 {
 			t.Errorf("attributes %v", traced.Attributes())
 		}
 		if untraced.Status().Code.String() != "Error" {
@@ -187,17 +177,6 @@ func TestTraces(t *testing.T) {
 		}
 	})
 }
-
-func attr(s sdktrace.ReadOnlySpan, key string) string {
-	for _, kv := range s.Attributes() {
-		if string(kv.Key) == key {
-			return kv.Value.String()
-		}
-	}
-	return ""
-}
-
-var _ = attribute.String
 
 func TestHeartbeats(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *gorm.DB) {

@@ -10,12 +10,11 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/internal/dialect"
+	"github.com/gormoutbox/outbox/internal/oteltest"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -91,7 +90,7 @@ func checkLocalTimes(t *testing.T, db *gorm.DB) {
 
 	// The claim: only the event that is due; its lease, envelope and lag.
 	const lease = time.Minute
-	reader := sdkmetric.NewManualReader()
+	mp := oteltest.NewMeterProvider()
 	var env *outbox.Envelope
 	var claimed outbox.OutboxEvent
 	pub := relay.PublisherFunc(func(_ context.Context, e *outbox.Envelope) error {
@@ -102,7 +101,7 @@ func checkLocalTimes(t *testing.T, db *gorm.DB) {
 		return nil
 	})
 	r := newRelay(t, db, pub, relay.WithLease(lease), relay.WithHeartbeat(0),
-		relay.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+		relay.WithMeterProvider(mp))
 	res, err := r.RunOnce(ctx)
 	must(t, err)
 	if res.Claimed != 1 || res.Published != 1 || env == nil || env.ID != "now" {
@@ -113,8 +112,8 @@ func checkLocalTimes(t *testing.T, db *gorm.DB) {
 		t.Fatal("the claimed row has no locked_until")
 	}
 	within(t, "locked_until while publishing", *claimed.LockedUntil, before.Add(lease), time.Now().Add(lease))
-	lag, ok := metricsOf(t, reader)["outbox.event.lag"].Data.(metricdata.Histogram[float64])
-	if !ok || len(lag.DataPoints) != 1 || lag.DataPoints[0].Sum > 60 {
+	lag := metricsOf(t, mp)["outbox.event.lag"]
+	if lag.Kind != "Float64Histogram" || len(lag.Points) != 1 || lag.Points[0].Count != 1 || lag.Points[0].Value > 60 {
 		t.Errorf("lag metric %+v, want one event published within a minute of its commit", lag)
 	}
 
