@@ -1,4 +1,4 @@
-package admin_test
+package browsertest_test
 
 import (
 	"context"
@@ -18,10 +18,29 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/admin"
+	"github.com/gormoutbox/outbox/admin/internal/admintest"
 	"github.com/gormoutbox/outbox/internal/dialect"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
 )
+
+// secret is in every payload: no page may show it before it is asked.
+const secret = admintest.Secret
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eachDB runs fn per dialect on a fresh, migrated database.
+func eachDB(t *testing.T, fn func(t *testing.T, db *gorm.DB)) {
+	testenv.Each(t, func(t *testing.T, db *gorm.DB) {
+		must(t, db.Use(&outbox.Plugin{AutoMigrate: true}))
+		fn(t, db)
+	})
+}
 
 // screenshotsEnv names the variable that makes the browser test also
 // write its screenshots to docs/admin (the repository's copies).
@@ -90,9 +109,10 @@ func TestBrowser(t *testing.T) {
 	chromium(t)
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		history(t, db)
-		seed(t, db)
+		admintest.Seed(t, db)
 		mux := http.NewServeMux()
-		h := newHandler(t, db, admin.WithPrefix("/outbox"))
+		h, err := admin.NewHandler(db, admin.WithPrefix("/outbox"))
+		must(t, err)
 		mux.Handle("/outbox/", h)
 		srv := httptest.NewServer(mux)
 		defer srv.Close()
@@ -209,7 +229,7 @@ func (s *shooter) take(name string) {
 	}
 	dirs := []string{s.t.ArtifactDir()}
 	if s.docs {
-		dirs = append(dirs, filepath.Join("..", "docs", "admin"))
+		dirs = append(dirs, filepath.Join("..", "..", "docs", "admin"))
 	}
 	for _, dir := range dirs {
 		must(s.t, os.MkdirAll(dir, 0o755))
