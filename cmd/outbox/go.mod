@@ -2,8 +2,9 @@ module github.com/gormoutbox/outbox/cmd/outbox
 
 go 1.26.0
 
-// Development against the checkout; a release of the CLI replaces this
-// line by a require of the released core module (see .ci/install).
+// Development against the checkout. A release requires the released
+// versions instead (.ci/release-gomod): go install MODULE@VERSION refuses a
+// module whose go.mod has a replace directive.
 replace github.com/gormoutbox/outbox => ../..
 
 require (
