@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/adapters/outboxnats"
 	"github.com/gormoutbox/outbox/adapters/outboxredis"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -17,6 +18,8 @@ type relayFlags struct {
 	*common
 	to, redisURL, queue, stream, prefix, source string
 	maxLen                                      int64
+	amqpURL, exchange                           string
+	natsURL, subject, subjectPrefix             string
 	batch, concurrency, maxAttempts             int
 	lease                                       time.Duration
 	workerID, logLevel, logFormat               string
@@ -33,12 +36,17 @@ type relayFlags struct {
 func newRelayFlags(c *cli, name, usage, help string, long bool) *relayFlags {
 	f := &relayFlags{common: newFlags(c, name, usage, help)}
 	fs := f.fs
-	fs.StringVar(&f.to, "to", "", "where events go: `asynq`, stream (a Redis stream) or stdout (one CloudEvents JSON line each)")
+	fs.StringVar(&f.to, "to", "", "where events go: `asynq`, stream (a Redis stream), amqp (RabbitMQ), nats (NATS JetStream) or stdout (one CloudEvents JSON line each)")
 	fs.StringVar(&f.redisURL, "redis", "", "Redis `URL`, redis://[:password@]host:6379/0 (default $OUTBOX_REDIS)")
 	fs.StringVar(&f.queue, "queue", "default", "asynq queue of events without a Topic (an event's Topic names its queue)")
 	fs.StringVar(&f.stream, "stream", outboxredis.DefaultStream, "Redis stream of events without a Topic (an event's Topic names its stream)")
 	fs.StringVar(&f.prefix, "stream-prefix", "", "prefix of every stream name")
 	fs.Int64Var(&f.maxLen, "maxlen", 0, "trim streams to about this many entries (0: no trimming)")
+	fs.StringVar(&f.amqpURL, "amqp-url", "", "RabbitMQ `URL`, amqp://user:password@host:5672/vhost (default $OUTBOX_AMQP)")
+	fs.StringVar(&f.exchange, "exchange", "", "RabbitMQ `exchange`, routing key the event's Topic (or Type); default the default exchange: the Topic names the queue")
+	fs.StringVar(&f.natsURL, "nats-url", "", "NATS server `URLs`, nats://[user:password@]host:4222[,…] (default $OUTBOX_NATS)")
+	fs.StringVar(&f.subject, "subject", outboxnats.DefaultSubject, "NATS subject of events without a Topic (an event's Topic names its subject)")
+	fs.StringVar(&f.subjectPrefix, "subject-prefix", "", "prefix of every NATS subject, e.g. shop.")
 	fs.StringVar(&f.source, "source", outbox.DefaultSource, "CloudEvents source of the events")
 	fs.IntVar(&f.batch, "batch-size", relay.DefaultBatchSize, "events per claim")
 	fs.IntVar(&f.concurrency, "concurrency", relay.DefaultConcurrency, "deliveries at once")
@@ -133,12 +141,13 @@ func (f *relayFlags) newRelay(ctx context.Context, args []string) (_ *relay.Rela
 }
 
 func runRelay(ctx context.Context, c *cli, args []string) error {
-	f := newRelayFlags(c, "relay", "relay --to asynq|stream|stdout [flags]",
+	f := newRelayFlags(c, "relay", "relay --to asynq|stream|amqp|nats|stdout [flags]",
 		"Runs a relay until SIGINT or SIGTERM: it claims committed events and delivers\n"+
-			"them to asynq or a Redis stream, retrying failures, and records a heartbeat\n"+
-			"(its publisher and counts, shown by 'outbox stats'). On a signal it finishes\n"+
-			"the deliveries in hand, releases the rest and exits 0. With --metrics-addr it\n"+
-			"serves its metrics in the Prometheus text format at /metrics.", true)
+			"them to asynq, a Redis stream, RabbitMQ or NATS JetStream, retrying failures,\n"+
+			"and records a heartbeat (its publisher and counts, shown by 'outbox stats').\n"+
+			"On a signal it finishes the deliveries in hand, releases the rest and exits 0.\n"+
+			"With --metrics-addr it serves its metrics in the Prometheus text format at\n"+
+			"/metrics.", true)
 	r, closeAll, err := f.newRelay(ctx, args)
 	if err != nil {
 		return err
@@ -148,7 +157,7 @@ func runRelay(ctx context.Context, c *cli, args []string) error {
 }
 
 func runDispatchOnce(ctx context.Context, c *cli, args []string) error {
-	f := newRelayFlags(c, "dispatch-once", "dispatch-once --to asynq|stream|stdout [flags]",
+	f := newRelayFlags(c, "dispatch-once", "dispatch-once --to asynq|stream|amqp|nats|stdout [flags]",
 		"Claims one batch of events, delivers it, records the outcomes and exits.", false)
 	f.withJSON()
 	r, closeAll, err := f.newRelay(ctx, args)

@@ -5,15 +5,23 @@ go 1.26.0
 // Development against the checkout. A release requires the released
 // versions instead (.ci/release-gomod): go install MODULE@VERSION refuses a
 // module whose go.mod has a replace directive.
-replace github.com/gormoutbox/outbox => ../..
+replace (
+	github.com/gormoutbox/outbox => ../..
+	github.com/gormoutbox/outbox/adapters/outboxamqp => ../../adapters/outboxamqp
+	github.com/gormoutbox/outbox/adapters/outboxnats => ../../adapters/outboxnats
+)
 
 require (
 	github.com/go-sql-driver/mysql v1.8.1
 	github.com/gormoutbox/outbox v0.0.0
+	github.com/gormoutbox/outbox/adapters/outboxamqp v0.0.0
+	github.com/gormoutbox/outbox/adapters/outboxnats v0.0.0
 	github.com/hibiken/asynq v0.26.0
 	github.com/jackc/pgx/v5 v5.10.0
+	github.com/nats-io/nats.go v1.55.0
 	github.com/ncruces/go-sqlite3 v0.37.0
 	github.com/ncruces/go-sqlite3/gormlite v0.24.0
+	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
@@ -35,7 +43,10 @@ require (
 	github.com/jackc/puddle/v2 v2.2.2 // indirect
 	github.com/jinzhu/inflection v1.0.0 // indirect
 	github.com/jinzhu/now v1.1.5 // indirect
+	github.com/klauspost/compress v1.20.0 // indirect
 	github.com/mattn/go-sqlite3 v1.14.22 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/ncruces/go-sqlite3-wasm/v6 v6.5.35401 // indirect
 	github.com/ncruces/julianday v1.0.0 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
@@ -45,6 +56,7 @@ require (
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect

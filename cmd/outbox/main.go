@@ -1,13 +1,17 @@
 // Command outbox operates a gorm-outbox table: it migrates the schema,
-// runs a relay that forwards events to asynq or a Redis stream (serving
-// Prometheus metrics with --metrics-addr), shows one event, lists and
-// replays dead events, redelivers published ones, reports statistics and
-// purges old events.
+// runs a relay that forwards events to asynq, a Redis stream, RabbitMQ or
+// NATS JetStream (serving Prometheus metrics with --metrics-addr), shows
+// one event, lists and replays dead events, redelivers published ones,
+// reports statistics and purges old events. It is a module of its own
+// (it links every broker's client), so that library users do not download
+// them.
 //
 //	go install github.com/gormoutbox/outbox/cmd/outbox@latest
 //	export OUTBOX_DB=postgres://app@db:5432/app OUTBOX_REDIS=redis://cache:6379/0
 //	outbox migrate
 //	outbox relay --to asynq
+//	outbox relay --to amqp --amqp-url amqp://user:password@rabbit:5672/ --exchange shop.events
+//	outbox relay --to nats --nats-url nats://nats:4222 --subject-prefix shop. --metrics-addr :9090
 //	outbox stats
 //	outbox dead list --type order.created
 //	outbox dead replay --all --type order.created --yes
@@ -45,7 +49,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"migrate":       {"create the outbox, relays and idempotency tables if missing", runMigrate},
-		"relay":         {"run a relay that forwards events to asynq or a Redis stream until SIGINT/SIGTERM", runRelay},
+		"relay":         {"run a relay that forwards events to asynq, a Redis stream, RabbitMQ or NATS until SIGINT/SIGTERM", runRelay},
 		"dispatch-once": {"claim and deliver one batch, then exit", runDispatchOnce},
 		"dead":          {"list (dead list) or replay (dead replay) dead events", runDead},
 		"show":          {"print one event: status, attempts, last error, lease, headers, payload", runShow},
@@ -101,6 +105,8 @@ func newCLI(args []string, stdout, stderr io.Writer, getenv func(string) string)
 	s := &secrets{}
 	s.addFrom(getenv("OUTBOX_DB"))
 	s.addFrom(getenv("OUTBOX_REDIS"))
+	s.addFrom(getenv("OUTBOX_AMQP"))
+	s.addFrom(getenv("OUTBOX_NATS"))
 	for _, a := range args {
 		s.addFrom(a)
 		if name, value, ok := strings.Cut(a, "="); ok && strings.HasPrefix(name, "-") {

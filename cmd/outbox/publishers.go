@@ -22,48 +22,63 @@ import (
 func (f *relayFlags) publisher(log *slog.Logger) (pub relay.Publisher, close func(), err error) {
 	switch f.to {
 	case "":
-		return nil, nil, usagef("--to is required: asynq, stream or stdout")
+		return nil, nil, usagef("--to is required: %s", destinations)
 	case "stdout":
 		return &stdoutPublisher{w: f.c.stdout, source: f.source}, func() {}, nil
 	case "asynq":
-		u, err := f.redisAddr()
-		if err != nil {
-			return nil, nil, err
-		}
-		opt, err := asynq.ParseRedisURI(f.redisURL)
-		if err != nil {
-			return nil, nil, usagef("--redis %s: %s", maskDSN(f.redisURL), f.c.secrets.scrub(err.Error()))
-		}
-		client := asynq.NewClient(opt)
-		queue := f.queue
-		pub := outboxasynq.NewPublisher(client, outboxasynq.WithSource(f.source), outboxasynq.WithLogger(log),
-			outboxasynq.WithQueue(func(e *outbox.Envelope) string {
-				if e.Topic != "" {
-					return e.Topic
-				}
-				return queue
-			}))
-		desc := fmt.Sprintf("asynq queue %s (or the event's Topic) on %s", queue, redisWhere(u))
-		return describedAsynq{pub, desc}, func() { _ = client.Close() }, nil
+		return f.asynqPublisher(log)
 	case "stream":
-		if _, err := f.redisAddr(); err != nil {
-			return nil, nil, err
-		}
-		opt, err := redis.ParseURL(f.redisURL)
-		if err != nil {
-			return nil, nil, usagef("--redis %s: %s", maskDSN(f.redisURL), f.c.secrets.scrub(err.Error()))
-		}
-		rdb := redis.NewClient(opt)
-		opts := []outboxredis.Option{outboxredis.WithSource(f.source), outboxredis.WithDefaultStream(f.stream), outboxredis.WithLogger(log)}
-		if f.prefix != "" {
-			opts = append(opts, outboxredis.WithStreamPrefix(f.prefix))
-		}
-		if f.maxLen > 0 {
-			opts = append(opts, outboxredis.WithMaxLen(f.maxLen))
-		}
-		return outboxredis.NewStreamPublisher(rdb, opts...), func() { _ = rdb.Close() }, nil
+		return f.streamPublisher(log)
+	case "amqp":
+		return f.amqpPublisher(log)
+	case "nats":
+		return f.natsPublisher(log)
 	}
-	return nil, nil, usagef("--to %q: want asynq, stream or stdout", f.to)
+	return nil, nil, usagef("--to %q: want %s", f.to, destinations)
+}
+
+// destinations are the values of --to.
+const destinations = "asynq, stream, amqp, nats or stdout"
+
+func (f *relayFlags) asynqPublisher(log *slog.Logger) (relay.Publisher, func(), error) {
+	u, err := f.redisAddr()
+	if err != nil {
+		return nil, nil, err
+	}
+	opt, err := asynq.ParseRedisURI(f.redisURL)
+	if err != nil {
+		return nil, nil, usagef("--redis %s: %s", maskDSN(f.redisURL), f.c.secrets.scrub(err.Error()))
+	}
+	client := asynq.NewClient(opt)
+	queue := f.queue
+	pub := outboxasynq.NewPublisher(client, outboxasynq.WithSource(f.source), outboxasynq.WithLogger(log),
+		outboxasynq.WithQueue(func(e *outbox.Envelope) string {
+			if e.Topic != "" {
+				return e.Topic
+			}
+			return queue
+		}))
+	desc := fmt.Sprintf("asynq queue %s (or the event's Topic) on %s", queue, redisWhere(u))
+	return describedAsynq{pub, desc}, func() { _ = client.Close() }, nil
+}
+
+func (f *relayFlags) streamPublisher(log *slog.Logger) (relay.Publisher, func(), error) {
+	if _, err := f.redisAddr(); err != nil {
+		return nil, nil, err
+	}
+	opt, err := redis.ParseURL(f.redisURL)
+	if err != nil {
+		return nil, nil, usagef("--redis %s: %s", maskDSN(f.redisURL), f.c.secrets.scrub(err.Error()))
+	}
+	rdb := redis.NewClient(opt)
+	opts := []outboxredis.Option{outboxredis.WithSource(f.source), outboxredis.WithDefaultStream(f.stream), outboxredis.WithLogger(log)}
+	if f.prefix != "" {
+		opts = append(opts, outboxredis.WithStreamPrefix(f.prefix))
+	}
+	if f.maxLen > 0 {
+		opts = append(opts, outboxredis.WithMaxLen(f.maxLen))
+	}
+	return outboxredis.NewStreamPublisher(rdb, opts...), func() { _ = rdb.Close() }, nil
 }
 
 // redisAddr checks --redis (or OUTBOX_REDIS) before a Redis library parses
