@@ -64,7 +64,7 @@ func cmdEnv(t *testing.T, env []string, args ...string) result {
 	defer cancel()
 	c := exec.CommandContext(ctx, binary, args...)
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !slices.Contains([]string{"OUTBOX_DB", "OUTBOX_REDIS", "OUTBOX_AMQP", "OUTBOX_NATS"}, k) {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains([]string{"OUTBOX_DB", "OUTBOX_REDIS", "OUTBOX_AMQP", "OUTBOX_NATS", "OUTBOX_KAFKA"}, k) {
 			c.Env = append(c.Env, kv)
 		}
 	}
@@ -260,7 +260,7 @@ func TestErrorsAreClearAndChangeNothing(t *testing.T) {
 		{[]string{"stats", "--bogus"}, u, 2, "flag provided but not defined: -bogus"},
 		{[]string{"frobnicate"}, u, 2, `unknown command "frobnicate"`},
 		{[]string{"dispatch-once"}, u, 2, "--to is required"},
-		{[]string{"dispatch-once", "--to", "carrier-pigeon"}, u, 2, "want asynq, stream, amqp, nats or stdout"},
+		{[]string{"dispatch-once", "--to", "carrier-pigeon"}, u, 2, "want asynq, stream, amqp, nats, kafka or stdout"},
 		{[]string{"dispatch-once", "--to", "stdout", "--batch-size", "0"}, u, 2, "batch size"},
 		{[]string{"stats"}, "postgres://admin:hunter2@127.0.0.1:1/app?connect_timeout=2", 1, "cannot reach postgres://admin:xxxxx@127.0.0.1:1/app"},
 		{[]string{"stats"}, "mysql://admin:hunter2@127.0.0.1:1/app", 1, "mysql://admin:xxxxx@127.0.0.1:1/app"},

@@ -20,6 +20,7 @@ type relayFlags struct {
 	maxLen                                      int64
 	amqpURL, exchange                           string
 	natsURL, subject, subjectPrefix             string
+	kafkaBrokers, topic, kafkaLayout            string
 	batch, concurrency, maxAttempts             int
 	lease                                       time.Duration
 	workerID, logLevel, logFormat               string
@@ -36,7 +37,7 @@ type relayFlags struct {
 func newRelayFlags(c *cli, name, usage, help string, long bool) *relayFlags {
 	f := &relayFlags{common: newFlags(c, name, usage, help)}
 	fs := f.fs
-	fs.StringVar(&f.to, "to", "", "where events go: `asynq`, stream (a Redis stream), amqp (RabbitMQ), nats (NATS JetStream) or stdout (one CloudEvents JSON line each)")
+	fs.StringVar(&f.to, "to", "", "where events go: `asynq`, stream (a Redis stream), amqp (RabbitMQ), nats (NATS JetStream), kafka or stdout (one CloudEvents JSON line each)")
 	fs.StringVar(&f.redisURL, "redis", "", "Redis `URL`, redis://[:password@]host:6379/0 (default $OUTBOX_REDIS)")
 	fs.StringVar(&f.queue, "queue", "default", "asynq queue of events without a Topic (an event's Topic names its queue)")
 	fs.StringVar(&f.stream, "stream", outboxredis.DefaultStream, "Redis stream of events without a Topic (an event's Topic names its stream)")
@@ -47,6 +48,9 @@ func newRelayFlags(c *cli, name, usage, help string, long bool) *relayFlags {
 	fs.StringVar(&f.natsURL, "nats-url", "", "NATS server `URLs`, nats://[user:password@]host:4222[,…] (default $OUTBOX_NATS)")
 	fs.StringVar(&f.subject, "subject", outboxnats.DefaultSubject, "NATS subject of events without a Topic (an event's Topic names its subject)")
 	fs.StringVar(&f.subjectPrefix, "subject-prefix", "", "prefix of every NATS subject, e.g. shop.")
+	fs.StringVar(&f.kafkaBrokers, "kafka-brokers", "", "Kafka seed `brokers`, host:port[,host:port…] (default $OUTBOX_KAFKA)")
+	fs.StringVar(&f.topic, "topic", "", "Kafka `topic` of events without a Topic (default none: such an event is dead, with the reason)")
+	fs.StringVar(&f.kafkaLayout, "kafka-layout", "structured", "Kafka records: structured (CloudEvents JSON value), binary (payload value, ce_ headers) or debezium (Debezium's outbox event router)")
 	fs.StringVar(&f.source, "source", outbox.DefaultSource, "CloudEvents source of the events")
 	fs.IntVar(&f.batch, "batch-size", relay.DefaultBatchSize, "events per claim")
 	fs.IntVar(&f.concurrency, "concurrency", relay.DefaultConcurrency, "deliveries at once")
@@ -141,10 +145,11 @@ func (f *relayFlags) newRelay(ctx context.Context, args []string) (_ *relay.Rela
 }
 
 func runRelay(ctx context.Context, c *cli, args []string) error {
-	f := newRelayFlags(c, "relay", "relay --to asynq|stream|amqp|nats|stdout [flags]",
+	f := newRelayFlags(c, "relay", "relay --to asynq|stream|amqp|nats|kafka|stdout [flags]",
 		"Runs a relay until SIGINT or SIGTERM: it claims committed events and delivers\n"+
-			"them to asynq, a Redis stream, RabbitMQ or NATS JetStream, retrying failures,\n"+
-			"and records a heartbeat (its publisher and counts, shown by 'outbox stats').\n"+
+			"them to asynq, a Redis stream, RabbitMQ, NATS JetStream or Kafka, retrying\n"+
+			"failures, and records a heartbeat (its publisher and counts, shown by\n"+
+			"'outbox stats').\n"+
 			"On a signal it finishes the deliveries in hand, releases the rest and exits 0.\n"+
 			"With --metrics-addr it serves its metrics in the Prometheus text format at\n"+
 			"/metrics.", true)
@@ -157,7 +162,7 @@ func runRelay(ctx context.Context, c *cli, args []string) error {
 }
 
 func runDispatchOnce(ctx context.Context, c *cli, args []string) error {
-	f := newRelayFlags(c, "dispatch-once", "dispatch-once --to asynq|stream|amqp|nats|stdout [flags]",
+	f := newRelayFlags(c, "dispatch-once", "dispatch-once --to asynq|stream|amqp|nats|kafka|stdout [flags]",
 		"Claims one batch of events, delivers it, records the outcomes and exits.", false)
 	f.withJSON()
 	r, closeAll, err := f.newRelay(ctx, args)

@@ -8,6 +8,7 @@ go 1.26.0
 replace (
 	github.com/gormoutbox/outbox => ../..
 	github.com/gormoutbox/outbox/adapters/outboxamqp => ../../adapters/outboxamqp
+	github.com/gormoutbox/outbox/adapters/outboxkafka => ../../adapters/outboxkafka
 	github.com/gormoutbox/outbox/adapters/outboxnats => ../../adapters/outboxnats
 )
 
@@ -15,6 +16,7 @@ require (
 	github.com/go-sql-driver/mysql v1.8.1
 	github.com/gormoutbox/outbox v0.0.0
 	github.com/gormoutbox/outbox/adapters/outboxamqp v0.0.0
+	github.com/gormoutbox/outbox/adapters/outboxkafka v0.0.0
 	github.com/gormoutbox/outbox/adapters/outboxnats v0.0.0
 	github.com/hibiken/asynq v0.26.0
 	github.com/jackc/pgx/v5 v5.10.0
@@ -23,6 +25,8 @@ require (
 	github.com/ncruces/go-sqlite3/gormlite v0.24.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
@@ -43,14 +47,16 @@ require (
 	github.com/jackc/puddle/v2 v2.2.2 // indirect
 	github.com/jinzhu/inflection v1.0.0 // indirect
 	github.com/jinzhu/now v1.1.5 // indirect
-	github.com/klauspost/compress v1.20.0 // indirect
+	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/mattn/go-sqlite3 v1.14.22 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/ncruces/go-sqlite3-wasm/v6 v6.5.35401 // indirect
 	github.com/ncruces/julianday v1.0.0 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/spf13/cast v1.10.0 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect

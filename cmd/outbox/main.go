@@ -1,6 +1,6 @@
 // Command outbox operates a gorm-outbox table: it migrates the schema,
-// runs a relay that forwards events to asynq, a Redis stream, RabbitMQ or
-// NATS JetStream (serving Prometheus metrics with --metrics-addr), shows
+// runs a relay that forwards events to asynq, a Redis stream, RabbitMQ,
+// NATS JetStream or Kafka (serving Prometheus metrics with --metrics-addr), shows
 // one event, lists and replays dead events, redelivers published ones,
 // reports statistics and purges old events. It is a module of its own
 // (it links every broker's client), so that library users do not download
@@ -12,6 +12,7 @@
 //	outbox relay --to asynq
 //	outbox relay --to amqp --amqp-url amqp://user:password@rabbit:5672/ --exchange shop.events
 //	outbox relay --to nats --nats-url nats://nats:4222 --subject-prefix shop. --metrics-addr :9090
+//	outbox relay --to kafka --kafka-brokers kafka-1:9092,kafka-2:9092 --topic shop.events
 //	outbox stats
 //	outbox dead list --type order.created
 //	outbox dead replay --all --type order.created --yes
@@ -49,7 +50,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"migrate":       {"create the outbox, relays and idempotency tables if missing", runMigrate},
-		"relay":         {"run a relay that forwards events to asynq, a Redis stream, RabbitMQ or NATS until SIGINT/SIGTERM", runRelay},
+		"relay":         {"run a relay that forwards events to asynq, a Redis stream, RabbitMQ, NATS or Kafka until SIGINT/SIGTERM", runRelay},
 		"dispatch-once": {"claim and deliver one batch, then exit", runDispatchOnce},
 		"dead":          {"list (dead list) or replay (dead replay) dead events", runDead},
 		"show":          {"print one event: status, attempts, last error, lease, headers, payload", runShow},

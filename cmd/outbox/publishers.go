@@ -33,12 +33,14 @@ func (f *relayFlags) publisher(log *slog.Logger) (pub relay.Publisher, close fun
 		return f.amqpPublisher(log)
 	case "nats":
 		return f.natsPublisher(log)
+	case "kafka":
+		return f.kafkaPublisher(log)
 	}
 	return nil, nil, usagef("--to %q: want %s", f.to, destinations)
 }
 
 // destinations are the values of --to.
-const destinations = "asynq, stream, amqp, nats or stdout"
+const destinations = "asynq, stream, amqp, nats, kafka or stdout"
 
 func (f *relayFlags) asynqPublisher(log *slog.Logger) (relay.Publisher, func(), error) {
 	u, err := f.redisAddr()
