@@ -104,7 +104,11 @@
 //     transactions: writers of one key wait for each other from Emit until
 //     commit (a transaction-scoped advisory lock on PostgreSQL, a row of
 //     outbox_events_keys on MySQL; SQLite has one writer). The relay
-//     delivers them in that order. On MySQL, when the first writer of a
+//     delivers them in that order. One Emit may carry any number of keys:
+//     on PostgreSQL a transaction that locks more than 1,000 keys takes one
+//     lock of the table's whole key space instead (its lock table holds
+//     about 64 locks per connection), which holds back every other writer
+//     of a keyed event of the table until it ends. On MySQL, when the first writer of a
 //     brand-new key rolls back while two or more others wait for it, one
 //     of those can fail with InnoDB's deadlock error 1213; retry the
 //     transaction, as with any deadlock.

@@ -336,3 +336,21 @@ func TestHookWritesThroughItsTx(t *testing.T) {
 		})
 	}
 }
+
+// One Emit of more distinct partition keys than one statement has bind
+// parameters (PostgreSQL and MySQL allow 65,535; the key locks took one
+// per key, two on PostgreSQL) commits every event: the key locks are split
+// like the INSERTs.
+func TestEmitOfManyPartitionKeys(t *testing.T) {
+	const n = 66000
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		evs := make([]outbox.Event, n)
+		for i := range evs {
+			evs[i] = outbox.Event{Type: "key.many", PartitionKey: "k" + strconv.Itoa(i), Payload: []byte(`{}`)}
+		}
+		must(t, db.Transaction(func(tx *gorm.DB) error { return outbox.Emit(tx, evs...) }))
+		if got := countEvents(t, db); got != n {
+			t.Fatalf("%d events committed, want %d", got, n)
+		}
+	})
+}

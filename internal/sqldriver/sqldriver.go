@@ -199,6 +199,12 @@ type InsertEventsParams struct {
 	Now time.Time
 }
 
+// KeyLockChunk is the most keys a driver locks in one statement of
+// Writer.LockKeys: one Emit may carry any number of keys, and a statement
+// takes at most 65,535 bind parameters (PostgreSQL, MySQL). Larger sets
+// are locked in several statements, in the same fixed order.
+const KeyLockChunk = 1000
+
 // LockKeysParams are the parameters of Writer.LockKeys.
 type LockKeysParams struct {
 	Table string
@@ -230,8 +236,9 @@ type Writer interface {
 	InsertCountsRows() bool
 	// LockKeys serialises, until tx ends, the transactions that lock the
 	// same partition key of the table. Keys are locked in a fixed order,
-	// so that two transactions locking the same keys cannot deadlock. A
-	// database with a single writer may do nothing.
+	// so that two transactions locking the same keys cannot deadlock, and
+	// any number of keys is taken (in several statements, in that order,
+	// beyond KeyLockChunk). A database with a single writer may do nothing.
 	LockKeys(tx *gorm.DB, p LockKeysParams) error
 	// FindEvents reads the columns of the rows with the event ids into
 	// dest. It sees the rows tx wrote and those committed before tx's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func exerciseWriter(t *testing.T, drv sqldriver.Driver, setup func(*testing.T) *
 	t.Run("BeginWrite", s.writerBeginWrite)
 	t.Run("LockKeysSerialises", s.writerLockKeysSerialises)
 	t.Run("LockKeysNoDeadlock", s.writerLockKeysNoDeadlock)
+	t.Run("LockKeysManyKeys", s.writerLockKeysManyKeys)
 }
 
 // InsertEvents writes every row in one statement and counts them; a
@@ -268,6 +270,61 @@ func (s suite) writerLockKeysNoDeadlock(t *testing.T) {
 		if err != nil {
 			t.Errorf("LockKeys: %v", err)
 		}
+	}
+}
+
+// manyKeys is more distinct partition keys than one statement with a
+// bind parameter per key (two on PostgreSQL) can take: PostgreSQL and
+// MySQL allow 65,535 per statement. (PostgreSQL's lock table, 64 locks a
+// connection by default, would not hold one lock per key either.)
+const manyKeys = 70000
+
+// LockKeys takes any number of keys (one Emit may carry as many), and a
+// transaction locking many keys and one locking a few of them wait for
+// each other, whichever comes first; two transactions locking the same
+// many keys, given in opposite orders, do not deadlock.
+func (s suite) writerLockKeysManyKeys(t *testing.T) {
+	db := s.setup(t)
+	many := make([]string, manyKeys)
+	for i := range many {
+		many[i] = fmt.Sprintf("key-%06d", i)
+	}
+	reversed := slices.Clone(many)
+	slices.Reverse(reversed)
+	few := []string{"other", many[manyKeys/2]}
+	t.Run("ManyThenMany", func(t *testing.T) { s.lockWaits(t, db, reversed, many) })
+	t.Run("ManyThenFew", func(t *testing.T) { s.lockWaits(t, db, many, few) })
+	t.Run("FewThenMany", func(t *testing.T) { s.lockWaits(t, db, few, reversed) })
+}
+
+// lockWaits checks that a transaction locking second waits while one that
+// locked first is open, and locks them once it commits.
+func (s suite) lockWaits(t *testing.T, db *gorm.DB, first, second []string) {
+	tx := db.Begin()
+	must(t, tx.Error)
+	defer tx.Rollback()
+	if err := s.drv.LockKeys(tx, sqldriver.LockKeysParams{Table: Table, Keys: first}); err != nil {
+		t.Fatalf("LockKeys of %d keys: %v", len(first), err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- db.Transaction(func(tx2 *gorm.DB) error {
+			return s.drv.LockKeys(tx2, sqldriver.LockKeysParams{Table: Table, Keys: second})
+		})
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a transaction locked %d keys while another held %d of them (err %v)", len(second), len(first), err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	must(t, tx.Commit().Error)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("LockKeys of %d keys after the first transaction committed: %v", len(second), err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the second transaction did not lock its keys within 60s of the first committing: a deadlock?")
 	}
 }
 

@@ -163,7 +163,11 @@ func (Driver) SnapshotAfterUpdate() bool { return true }
 func (Driver) BeginWrite(tx *gorm.DB, table string) error { return nil }
 
 // LockKeys upserts a row per key of <table>_keys, in key order: the row
-// lock is held until the transaction ends.
+// lock is held until the transaction ends. Many keys are locked in
+// statements of sqldriver.KeyLockChunk keys each (a bind parameter a key,
+// within the 65,535 of a statement), one after the other in key order, so
+// that every transaction takes its locks in one order and none can
+// deadlock another.
 func (Driver) LockKeys(tx *gorm.DB, p sqldriver.LockKeysParams) error {
 	if len(p.Keys) == 0 {
 		return nil
@@ -171,9 +175,21 @@ func (Driver) LockKeys(tx *gorm.DB, p sqldriver.LockKeysParams) error {
 	keys := slices.Clone(p.Keys)
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
+	for len(keys) > 0 {
+		n := min(len(keys), sqldriver.KeyLockChunk)
+		if err := lockKeyRows(tx, p.Table, keys[:n]); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+// lockKeyRows upserts the rows of keys, sorted, in one statement.
+func lockKeyRows(tx *gorm.DB, table string, keys []string) error {
 	var sql strings.Builder
 	args := make([]any, 0, len(keys))
-	sql.WriteString("INSERT INTO " + p.Table + "_keys (partition_key, locked_at) VALUES ")
+	sql.WriteString("INSERT INTO " + table + "_keys (partition_key, locked_at) VALUES ")
 	for i, k := range keys {
 		if i > 0 {
 			sql.WriteString(", ")

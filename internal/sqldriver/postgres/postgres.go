@@ -154,32 +154,45 @@ func (Driver) SnapshotAfterUpdate() bool { return false }
 // BeginWrite does nothing: writers lock rows.
 func (Driver) BeginWrite(tx *gorm.DB, table string) error { return nil }
 
-// LockKeys takes a transaction-scoped advisory lock per key: class the
-// hash of the table, key the hash of the key (a collision only makes two
-// keys share a lock), in ascending order. No table, and released by
-// COMMIT or ROLLBACK.
+// LockKeys takes transaction-scoped advisory locks, released by COMMIT
+// or ROLLBACK, no table: first the table's key space, shared, then one
+// lock per key, exclusive: class the hash of the table, key the hash of
+// the key (a collision only makes two keys share a lock), in ascending
+// order of the hashes, in one statement. A transaction locking more than
+// sqldriver.KeyLockChunk keys takes the table's key space exclusive
+// instead, one lock that waits for, and holds back, every writer of a
+// key of the table: PostgreSQL's lock table holds about 64 locks per
+// connection (max_locks_per_transaction) for all sessions, which tens of
+// thousands of key locks would exhaust ("out of shared memory"), for
+// other sessions too. The key space comes first in every transaction and
+// the keys in one order, so that none can deadlock another (a transaction
+// that locked a few keys and then locks very many waits for the other
+// writers of the table to end, and two that do so at once deadlock:
+// PostgreSQL detects it and fails one).
 func (Driver) LockKeys(tx *gorm.DB, p sqldriver.LockKeysParams) error {
 	if len(p.Keys) == 0 {
 		return nil
 	}
-	class := hash("gorm-outbox:" + p.Table)
+	space := hash("gorm-outbox-keys:" + p.Table)
 	hashes := make([]int32, len(p.Keys))
 	for i, k := range p.Keys {
 		hashes[i] = hash(k)
 	}
 	slices.Sort(hashes)
 	hashes = slices.Compact(hashes)
+	if len(hashes) > sqldriver.KeyLockChunk {
+		return tx.Exec("SELECT pg_advisory_xact_lock(?::integer, 0)", space).Error
+	}
+	class := hash("gorm-outbox:" + p.Table)
 	var sql strings.Builder
-	args := make([]any, 0, 2*len(hashes))
-	sql.WriteString("SELECT pg_advisory_xact_lock(l.c, l.k) FROM (VALUES ")
-	for i, h := range hashes {
-		if i > 0 {
-			sql.WriteString(", ")
-		}
-		sql.WriteString("(?::integer, ?::integer)")
+	args := make([]any, 0, 1+2*len(hashes))
+	sql.WriteString("SELECT CASE WHEN l.o = 0 THEN pg_advisory_xact_lock_shared(l.c, l.k) ELSE pg_advisory_xact_lock(l.c, l.k) END FROM (VALUES (0, ?::integer, 0)")
+	args = append(args, space)
+	for _, h := range hashes {
+		sql.WriteString(", (1, ?::integer, ?::integer)")
 		args = append(args, class, h)
 	}
-	sql.WriteString(") AS l(c, k) ORDER BY l.k")
+	sql.WriteString(") AS l(o, c, k) ORDER BY l.o, l.k")
 	return tx.Exec(sql.String(), args...).Error
 }
 
