@@ -173,7 +173,7 @@ func Migrate(db *gorm.DB) error {
 // outboxMigrations are the files of package migrations that belong to the
 // outbox table, idempotencyMigrations those of the idempotency table.
 var (
-	outboxMigrations      = []string{"0001_outbox_events", "0003_outbox_relays", "0004_outbox_relays_publisher", "0005_outbox_claim_by_key", "0006_outbox_lean_indexes", "0007_outbox_attempts", "0008_outbox_notify_inline", "0009_outbox_status_check", "0010_outbox_attempts_receipt"}
+	outboxMigrations      = []string{"0001_outbox_events", "0003_outbox_relays", "0004_outbox_relays_publisher", "0005_outbox_claim_by_key", "0006_outbox_lean_indexes", "0007_outbox_attempts", "0008_outbox_notify_inline", "0009_outbox_status_check", "0010_outbox_attempts_receipt", "0011_outbox_relays_rescued"}
 	idempotencyMigrations = []string{"0002_outbox_idempotency"}
 )
 

@@ -64,7 +64,7 @@ func Example() {
 	// Output:
 	// emitted invoice.issued for invoice 1 key customer:ada
 	// mailing the invoice to ada
-	// {Claimed:1 Published:1 Failed:0 Dead:0 Released:0 Lost:0}
+	// {Claimed:1 Published:1 Failed:0 Dead:0 Released:0 Lost:0 Abandoned:0 Rescued:0}
 	// 1 published
 }
 
@@ -154,6 +154,6 @@ func ExampleDrain_failures() {
 	dead := outboxtest.RequireEmitted(t, db, outbox.Event{Type: "invoice.issued"}, outboxtest.Status(outbox.StatusDead))
 	fmt.Println("dead after", dead.Attempt, "attempts")
 	// Output:
-	// {Claimed:3 Published:0 Failed:2 Dead:1 Released:0 Lost:0}
+	// {Claimed:3 Published:0 Failed:2 Dead:1 Released:0 Lost:0 Abandoned:0 Rescued:0}
 	// dead after 3 attempts
 }

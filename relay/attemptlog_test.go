@@ -110,9 +110,10 @@ func TestAttemptLogSnoozed(t *testing.T) {
 	})
 }
 
-// A relay whose lease expired mid-delivery has its completion refused by
-// fencing: it writes no record for its stale claim. The log shows the
-// rescue of that claim and the next relay's publication.
+// A relay whose lease expired mid-delivery, and whose claim another relay
+// rescued meanwhile, has its completion refused by fencing: it writes no
+// record for its stale claim. The log shows the rescue of that claim and
+// the other relay's publication.
 func TestAttemptLogFencedCompletionWritesNone(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		emitN(t, db, 1, event)
@@ -132,21 +133,58 @@ func TestAttemptLogFencedCompletionWritesNone(t *testing.T) {
 			staleRes <- res
 		}()
 		<-blocked
-		// The lease runs out; the stale relay's completion comes first, and
-		// is refused.
+		// The lease runs out, another relay rescues the claim and delivers
+		// the event; then the stale relay's completion comes, and is
+		// refused.
 		must(t, db.Exec("UPDATE outbox_events SET locked_until = ? WHERE locked_by = 'stale'", past(db)).Error)
-		close(unblock)
-		if res := <-staleRes; res.Lost != 1 {
-			t.Fatalf("stale relay %+v; want its completion lost", res)
-		}
 		res, err := newRelay(t, db, newRecorder(), relay.WithWorkerID("fresh"), relay.WithAttemptLog()).RunOnce(t.Context())
 		must(t, err)
 		if res.Published != 1 {
 			t.Fatalf("fresh relay %+v; want the event redelivered", res)
 		}
+		close(unblock)
+		if res := <-staleRes; res.Lost != 1 {
+			t.Fatalf("stale relay %+v; want its completion lost", res)
+		}
 		wantAttempts(t, attemptsOf(t, db, event(0).ID),
 			relay.Attempt{Outcome: relay.AttemptRescued, Attempt: 1, ClaimVersion: 1, RelayID: "fresh", Error: "lease expired"},
 			relay.Attempt{Outcome: relay.AttemptPublished, Attempt: 2, ClaimVersion: 3, RelayID: "fresh"})
+	})
+}
+
+// A relay whose lease expired mid-delivery, but whose claim nobody took
+// over, records its outcome (and its attempt record) when the delivery
+// ends: the claim_version is still the one it claimed.
+func TestAttemptLogLateCompletionOfAnUntakenClaim(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		emitN(t, db, 1, event)
+		blocked, unblock := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		late := newRelay(t, db, relay.PublisherFunc(func(context.Context, *outbox.Envelope) error {
+			once.Do(func() { close(blocked) })
+			<-unblock
+			return nil
+		}), relay.WithWorkerID("late"), relay.WithLease(time.Minute), relay.WithAttemptLog())
+		lateRes := make(chan relay.Result, 1)
+		go func() {
+			res, err := late.RunOnce(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			lateRes <- res
+		}()
+		<-blocked
+		must(t, db.Exec("UPDATE outbox_events SET locked_until = ? WHERE locked_by = 'late'", past(db)).Error)
+		close(unblock)
+		if res := <-lateRes; res.Published != 1 || res.Lost != 0 {
+			t.Fatalf("late relay %+v; want its outcome recorded", res)
+		}
+		row := statusOf(t, db, event(0).ID)
+		if row.Status != outbox.StatusPublished || row.Attempts != 1 || row.ClaimVersion != 1 {
+			t.Errorf("event: status %s, attempts %d, claim_version %d; want published after its one claim", row.Status, row.Attempts, row.ClaimVersion)
+		}
+		wantAttempts(t, attemptsOf(t, db, event(0).ID),
+			relay.Attempt{Outcome: relay.AttemptPublished, Attempt: 1, ClaimVersion: 1, RelayID: "late"})
 	})
 }
 

@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -34,10 +33,11 @@ func (r *Relay) runBatch(ctx context.Context) (Result, bool, error) {
 // claimed is the result of one claim.
 type claimed struct {
 	rows  []outbox.OutboxEvent
-	start time.Time // before the claim: the lease runs from here at the latest
-	limit int       // the claim's size: a full claim suggests a backlog
-	heads int       // the most partition keys it could take (see runDepth)
-	keys  int       // the partition keys it took
+	start time.Time  // before the claim: the lease runs from here at the latest
+	limit int        // the claim's size: a full claim suggests a backlog
+	heads int        // the most partition keys it could take (see runDepth)
+	keys  int        // the partition keys it took
+	held  *heldBatch // in r.held until completed
 	err   error
 }
 
@@ -47,12 +47,16 @@ func (c claimed) full() bool {
 	return len(c.rows) > 0 && (len(c.rows) == c.limit || c.heads < c.limit && c.keys >= c.heads)
 }
 
-// batch is a claimed and delivered batch whose outcomes are not recorded yet.
+// batch is a claimed and delivered batch whose outcomes are not all
+// recorded yet.
 type batch struct {
-	ctx   context.Context // carries the batch span
-	span  trace.Span
-	start time.Time
-	outs  []outcome
+	ctx     context.Context // carries the batch span
+	span    trace.Span
+	start   time.Time
+	claimed int       // events claimed
+	outs    []outcome // outcomes to record
+	pre     Result    // what was recorded while the batch was delivered (see progress)
+	held    *heldBatch
 }
 
 // heldWait bounds how long a claim that found nothing waits for this
@@ -86,15 +90,16 @@ func (r *Relay) claimBatch(ctx context.Context) claimed {
 		return claimed{err: fmt.Errorf("relay: claiming events: %w", err)}
 	}
 	keys := 0
+	var held *heldBatch
 	if len(rows) > 0 {
 		keys = r.depth.observe(rows, limit)
-		r.held.add() // until complete
+		held = r.held.add(rows) // until complete
 		r.inst.claimed.Add(ctx, int64(len(rows)), metric.WithAttributes(attrTable.String(r.table)))
 	}
 	if len(rows) == limit {
 		r.maybeAnalyze(ctx)
 	}
-	return claimed{rows: rows, start: start, limit: limit, heads: heads, keys: keys}
+	return claimed{rows: rows, start: start, limit: limit, heads: heads, keys: keys, held: held}
 }
 
 // claimDB returns the session a claim runs on: the connection kept for
@@ -134,16 +139,48 @@ func (r *Relay) adapt(c claimed, took time.Duration) {
 }
 
 // deliverBatch delivers a claimed batch and reports whether the publisher
-// said it was unavailable.
+// said it was unavailable. Outcomes that become known while the batch is
+// still being delivered are recorded meanwhile (progress); the batch
+// returned holds the others.
 func (r *Relay) deliverBatch(ctx context.Context, c claimed, unavailableDelay time.Duration) (*batch, bool) {
 	bctx, span := r.trace.batchSpan(ctx)
 	span.SetAttributes(attrClaimed.Int(len(c.rows)))
 	if unavailableDelay <= 0 {
 		unavailableDelay = time.Second
 	}
-	outs := r.deliver(bctx, c.rows, c.start.Add(r.cfg.lease-r.leaseMargin()), unavailableDelay)
-	unavailable := slices.ContainsFunc(outs, func(o outcome) bool { return o.kind == released && outbox.IsUnavailable(o.err) })
-	return &batch{ctx: bctx, span: span, start: c.start, outs: outs}, unavailable
+	b := &batch{ctx: bctx, span: span, start: c.start, claimed: len(c.rows), held: c.held}
+	deadline := c.start.Add(r.cfg.lease - r.leaseMargin())
+	outs, abandoned, unavailable := r.deliver(bctx, c.rows, deadline, unavailableDelay, func(part []outcome) []bool {
+		return r.recordProgress(bctx, part, deadline, &b.pre)
+	})
+	b.outs = outs
+	if len(abandoned) > 0 {
+		r.held.abandon(c.held, abandoned)
+		b.pre.Abandoned += len(abandoned)
+		r.log.Warn("deliveries did not return by the end of their lease (the publisher ignored its context); "+
+			"left to the rescue of their expired lease, which counts each an attempt; the rest of the batch is recorded",
+			"abandoned", len(abandoned), "claimed", len(c.rows), "lease", r.cfg.lease)
+	}
+	return b, unavailable
+}
+
+// recordProgress records outs, outcomes known while their batch is still
+// being delivered, in one try, and adds what it recorded to res. It
+// reports which of outs are settled (recorded, or refused by the fence);
+// the others are recorded with the rest of the batch.
+func (r *Relay) recordProgress(ctx context.Context, outs []outcome, deadline time.Time, res *Result) []bool {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(time.Until(deadline), time.Second))
+	defer cancel()
+	applied, settled, err := r.apply(actx, outs, fenceMine, false)
+	r.account(ctx, outs[:settled], applied[:settled], res)
+	if err != nil {
+		r.log.Debug("recording outcomes while the batch is delivered failed; they are recorded with the batch", "events", len(outs)-settled, "error", err)
+	}
+	done := make([]bool, len(outs))
+	for i := range settled {
+		done[i] = true
+	}
+	return done
 }
 
 // maxSnooze bounds the delay an outbox.Snooze asks for.
@@ -169,7 +206,7 @@ func (r *Relay) releaseBatch(ctx context.Context, c claimed, delay time.Duration
 	for i := range c.rows {
 		outs[i] = outcome{row: &c.rows[i], kind: released, delay: delay}
 	}
-	return &batch{ctx: bctx, span: span, start: c.start, outs: outs}
+	return &batch{ctx: bctx, span: span, start: c.start, claimed: len(c.rows), outs: outs, held: c.held}
 }
 
 // complete records the outcomes of b (in one statement for an ordinary
@@ -179,9 +216,10 @@ func (r *Relay) releaseBatch(ctx context.Context, c claimed, delay time.Duration
 // still not recorded then are kept for this relay's next rescue (see
 // lateOutcomes), and complete returns the error.
 func (r *Relay) complete(b *batch) (res Result, err error) {
-	defer r.held.finish()
+	defer r.held.finish(b.held)
 	defer func() { endDelivery(b.span, err) }()
-	res.Claimed = len(b.outs)
+	res = b.pre
+	res.Claimed = b.claimed
 	ctx := context.WithoutCancel(b.ctx)
 	applied, settled, err := r.record(ctx, b.outs, b.start.Add(r.cfg.lease))
 	r.account(ctx, b.outs[:settled], applied[:settled], &res)
@@ -192,7 +230,7 @@ func (r *Relay) complete(b *batch) (res Result, err error) {
 		err = fmt.Errorf("relay: recording the outcomes of %d events: %w", len(b.outs)-settled, err)
 	}
 	r.log.Debug("batch", "claimed", res.Claimed, "published", res.Published, "failed", res.Failed,
-		"dead", res.Dead, "released", res.Released, "lost", res.Lost, "unrecorded", len(b.outs)-settled,
+		"dead", res.Dead, "released", res.Released, "lost", res.Lost, "abandoned", res.Abandoned, "unrecorded", len(b.outs)-settled,
 		"duration", time.Since(b.start))
 	return res, err
 }
@@ -200,10 +238,18 @@ func (r *Relay) complete(b *batch) (res Result, err error) {
 // account counts, logs and reports the outcomes of a completion.
 func (r *Relay) account(ctx context.Context, outs []outcome, applied []bool, res *Result) {
 	now := time.Now()
+	lost := 0
+	defer func() {
+		if lost > 0 {
+			r.log.Warn("another relay took events over (their lease had expired) before their completion; their outcomes were not recorded and they are delivered again",
+				"events", lost)
+		}
+	}()
 	for i := range outs {
 		o := &outs[i]
 		if !applied[i] {
-			r.lose(ctx, o, res, "lease lost before completion; the outcome was not recorded and the event will be delivered again")
+			lost++
+			r.lose(ctx, o, res)
 			continue
 		}
 		r.tally(ctx, o, res, now)
@@ -214,22 +260,29 @@ func (r *Relay) account(ctx context.Context, outs []outcome, applied []bool, res
 	}
 }
 
-// lose counts and logs (with msg) an outcome the fence refused.
-func (r *Relay) lose(ctx context.Context, o *outcome, res *Result, msg string) {
+// lose counts an outcome the fence refused, and logs it at debug level
+// (the caller logs one line for all).
+func (r *Relay) lose(ctx context.Context, o *outcome, res *Result) {
 	res.Lost++
 	r.inst.lost.Add(ctx, 1, metric.WithAttributes(attrTable.String(r.table)))
-	r.log.Warn(msg, "event_id", o.row.EventID, "event_type", o.row.Type, "attempt", o.row.Attempts, "outcome", o.kind.String())
+	r.log.Debug("outcome refused by the fence", "event_id", o.row.EventID, "event_type", o.row.Type, "attempt", o.row.Attempts, "outcome", o.kind.String())
 }
 
 // tally counts a recorded outcome in res and in the metrics; a dead event
-// is logged and given to OnDead.
+// is logged and given to OnDead. A rescue of an expired claim counts as
+// Rescued (and Dead when it had no attempts left), not as Failed.
 func (r *Relay) tally(ctx context.Context, o *outcome, res *Result, now time.Time) {
 	r.inst.record(ctx, o, r.table, now)
+	if o.expired {
+		res.Rescued++
+	}
 	switch o.kind {
 	case published:
 		res.Published++
 	case failed:
-		res.Failed++
+		if !o.expired {
+			res.Failed++
+		}
 	case dead:
 		res.Dead++
 		r.died(ctx, o)

@@ -15,7 +15,11 @@ import (
 type fence int
 
 const (
-	// fenceMine: the claims of this relay whose lease has not expired.
+	// fenceMine: the claims this relay made, unless another relay took
+	// the rows over since (a rescue or a claim bumps claim_version),
+	// whether or not their lease has expired: a completion that reaches
+	// the database after the lease (a stall, a lock wait) records its
+	// outcomes if nobody took the rows over meanwhile.
 	fenceMine fence = iota
 	// fenceExpired: any claim whose lease has expired (rescue). It bumps
 	// claim_version, so that the relay that lost the lease can tell.
@@ -63,7 +67,7 @@ func statusAfter(o *outcome) outbox.Status {
 // completion builds the one conditional UPDATE that records every outcome
 // of a batch. Each row is updated only if it is still publishing under the
 // claim_version it was claimed with, and, for fenceMine, still locked by
-// this relay with its lease unexpired.
+// this relay; for fenceExpired, with its lease expired.
 func (r *Relay) completion(outs []outcome, f fence) (string, []any) {
 	b := r.kind.NewBuilder()
 	if allPublished(outs) && f == fenceMine {
@@ -139,9 +143,15 @@ func (r *Relay) fenceClause(b *dialect.Builder, outs []outcome, f fence) {
 	b.Add(") AND status = 'publishing'")
 	switch f {
 	case fenceMine:
+		// No lease condition: claim_version is the fencing token. Every
+		// claim and every rescue bumps it, so a row still publishing at
+		// the version this relay claimed it with is held by no one else,
+		// however late the completion comes. (A lease check refused the
+		// outcomes of a completion that reached the database after the
+		// lease, delayed by a stalled connection or, on PostgreSQL, whose
+		// clock_timestamp() is read per row, by a lock wait: the events
+		// were rescued and delivered again.)
 		b.Add(" AND locked_by = ?", r.cfg.workerID)
-		b.Add(" AND locked_until > ")
-		b.Now()
 	case fenceExpired:
 		b.Add(" AND locked_until <= ")
 		b.Now()

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -70,50 +70,45 @@ func (r *Relay) maxAttempts(row *outbox.OutboxEvent) int {
 	return r.cfg.maxAttempts
 }
 
-// deliver publishes the claimed rows and returns their outcomes. The
-// events of one partition key are delivered one after the other, in id
-// order; after one that was not published, the later ones of its key are
-// not started. Deliveries not started (for that reason, when ctx ends, or
-// after the publisher reported itself unavailable) are released without
+// deliver publishes the claimed rows and returns the outcomes not recorded
+// yet. The events of one partition key are delivered one after the other,
+// in id order; after one that was not published, the later ones of its key
+// are not started. Deliveries not started (for that reason, when ctx ends,
+// or after the publisher reported itself unavailable) are released without
 // spending an attempt. Started deliveries run to completion under a
 // context that ends at deadline, not with ctx.
-func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline time.Time, unavailableDelay time.Duration) []outcome {
-	outs, envs, envOf := r.decodeRows(rows)
+//
+// While the deliveries run, flush (when not nil) is given the outcomes
+// known so far every progressEvery, and reports which it recorded; they
+// are not returned (see progress). Deliveries still running shortly after
+// deadline (a publisher that ignores its context) are given up: deliver
+// returns without them, and abandoned names their rows, left publishing
+// for the rescue of their expired lease. unavailable reports whether the
+// publisher said it was unavailable.
+func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline time.Time, unavailableDelay time.Duration,
+	flush func([]outcome) []bool) (outs []outcome, abandoned []int64, unavailable bool) {
+	all, envs, envOf := r.decodeRows(rows)
 	if len(envs) == 0 {
-		return outs
+		return all, nil, false
 	}
 	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	pctx, rc := r.withReceipts(pctx)
 	d := &delivery{r: r, ctx: ctx, pctx: pctx, batchSpan: trace.SpanFromContext(ctx), envs: envs,
-		errs: make([]error, len(envs)), started: make([]bool, len(envs)), took: make([]time.Duration, len(envs))}
+		errs: make([]error, len(envs)), took: make([]time.Duration, len(envs)), state: make([]atomic.Int32, len(envs))}
 	d.runs = keyRuns(rows, envOf)
-	if r.batchPub != nil {
-		d.inRounds()
-	} else {
-		d.concurrently()
-	}
-	// The transport is down: what was not started waits out the relay's
-	// backoff too, rather than being claimed at once by another relay.
-	notStartedDelay := time.Duration(0)
-	if slices.ContainsFunc(d.errs, outbox.IsUnavailable) {
-		notStartedDelay = unavailableDelay
-	}
-	for i := range outs {
-		j := envOf[i]
-		switch {
-		case j < 0: // undecodable: dead already
-		case !d.started[j]:
-			outs[i].kind, outs[i].delay = released, notStartedDelay
-		default:
-			r.settle(&outs[i], d.errs[j], unavailableDelay)
-			outs[i].took = d.took[j]
-			if outs[i].kind == published {
-				outs[i].receipt = rc.of(envs[j])
-			}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if r.batchPub != nil {
+			d.inRounds()
+		} else {
+			d.concurrently()
 		}
-	}
-	return outs
+	}()
+	p := &progress{r: r, d: d, outs: all, envOf: envOf, recorded: make([]bool, len(all)), unavailableDelay: unavailableDelay, receipts: rc}
+	p.await(done, deadline, flush)
+	return p.rest()
 }
 
 // decodeRows builds the envelopes of rows, and their outcomes: dead for a

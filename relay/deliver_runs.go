@@ -16,7 +16,8 @@ import (
 )
 
 // delivery is the delivery of one batch: its envelopes, and for each the
-// publisher's error and whether it was started.
+// state of its delivery and, once finished, the publisher's error and how
+// long it took.
 type delivery struct {
 	r         *Relay
 	ctx       context.Context // ends: start nothing more
@@ -24,9 +25,26 @@ type delivery struct {
 	batchSpan trace.Span
 	envs      []*outbox.Envelope
 	runs      [][]int // envs indexes of each run, in order; -1: undecodable
-	errs      []error
-	started   []bool
-	took      []time.Duration
+	// state is each envelope's deliveryState. errs and took are written
+	// before state becomes finished, and read only after.
+	state []atomic.Int32
+	errs  []error
+	took  []time.Duration
+}
+
+// The states of an envelope's delivery.
+const (
+	notStarted int32 = iota
+	inFlight
+	finished
+	withdrawn // not started, and never to be: the batch was given up
+)
+
+// withdraw makes every delivery not started yet never start.
+func (d *delivery) withdraw() {
+	for j := range d.state {
+		d.state[j].CompareAndSwap(notStarted, withdrawn)
+	}
 }
 
 // keyRuns groups a batch into runs: the events of one partition key in id
@@ -78,7 +96,10 @@ func (d *delivery) concurrently() {
 					if j < 0 || d.over() || stopped.Load() {
 						break
 					}
-					err := d.publishOne(j)
+					err, ok := d.publishOne(j)
+					if !ok {
+						break // withdrawn
+					}
 					if outbox.IsUnavailable(err) {
 						stopped.Store(true)
 					}
@@ -97,21 +118,21 @@ func (d *delivery) concurrently() {
 // the rest goes back without spending an attempt.
 func (d *delivery) over() bool { return d.ctx.Err() != nil || d.pctx.Err() != nil }
 
-// publishOne delivers envelope j through Publish.
-func (d *delivery) publishOne(j int) error {
-	dctx, span, e := d.begin(j)
+// publishOne delivers envelope j through Publish, unless it was
+// withdrawn (ok false).
+func (d *delivery) publishOne(j int) (err error, ok bool) {
+	if !d.begin(j) {
+		return nil, false
+	}
+	dctx, span, e := d.r.trace.deliverySpan(d.pctx, d.batchSpan, d.envs[j])
 	began := time.Now()
-	err := d.r.publish(dctx, e)
+	err = d.r.publish(dctx, e)
 	d.end(j, span, time.Since(began), err)
-	return err
+	return err, true
 }
 
-// begin marks delivery j started and starts its span; it returns the
-// delivery's context and the envelope carrying the span's trace headers.
-func (d *delivery) begin(j int) (context.Context, trace.Span, *outbox.Envelope) {
-	d.started[j] = true
-	return d.r.trace.deliverySpan(d.pctx, d.batchSpan, d.envs[j])
-}
+// begin marks delivery j started, unless it was withdrawn (false).
+func (d *delivery) begin(j int) bool { return d.state[j].CompareAndSwap(notStarted, inFlight) }
 
 // end records the result of delivery j: its duration, its span's status,
 // and its error.
@@ -120,6 +141,7 @@ func (d *delivery) end(j int, span trace.Span, took time.Duration, err error) {
 	r.inst.publishDuration.Record(d.pctx, took.Seconds(), metric.WithAttributes(attrTable.String(r.table), attrEventType.String(d.envs[j].Type)))
 	endDelivery(span, err)
 	d.errs[j], d.took[j] = err, took
+	d.state[j].Store(finished)
 }
 
 // inRounds delivers the runs through PublishBatch, in rounds: the first
@@ -167,12 +189,16 @@ func (d *delivery) inRounds() {
 }
 
 // publishRound publishes the envelopes round in one PublishBatch call and
-// records their results.
+// records their results; those withdrawn meanwhile are left out.
 func (d *delivery) publishRound(round []int) []error {
+	round = slices.DeleteFunc(round, func(j int) bool { return !d.begin(j) })
+	if len(round) == 0 {
+		return nil
+	}
 	spans := make([]trace.Span, len(round))
 	traced := make([]*outbox.Envelope, len(round))
 	for i, j := range round {
-		_, spans[i], traced[i] = d.begin(j)
+		_, spans[i], traced[i] = d.r.trace.deliverySpan(d.pctx, d.batchSpan, d.envs[j])
 	}
 	began := time.Now()
 	res := d.r.publishBatch(d.pctx, traced)

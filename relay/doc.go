@@ -29,12 +29,19 @@
 // PublishBatch calls holding at most one event per key) and records every
 // outcome in one conditional UPDATE (one per 1000 events, within every
 // database's limit of bind parameters) that applies to a row only if it is
-// still publishing, locked by this relay, unexpired, and at the
-// claim_version this relay claimed (its fencing token). A relay that was paused past its lease
-// completes nothing: its outcomes are counted as lost and logged, and the
-// events are delivered again by whoever claims them next. On PostgreSQL
+// still publishing, locked by this relay, and at the claim_version this
+// relay claimed (its fencing token: every claim and every rescue bumps
+// it). A relay that was paused past its lease completes nothing once
+// another relay has rescued or claimed the events: its outcomes are
+// counted as lost and logged, and the events are delivered again by whoever
+// claims them next. A completion that reaches the database after the
+// lease but before anyone took the events over (a stalled connection, a
+// lock wait) is recorded. On PostgreSQL
 // and MySQL, Start records a batch's outcomes while it claims and delivers
 // the next one (SQLite, with its single writer, does one after the other).
+// A batch still being delivered after a quarter of its lease (a second at
+// most) has the outcomes known so far recorded meanwhile, every such
+// interval: one slow delivery does not hold back the others'.
 //
 // A claim takes 100 events while the table holds few; while claims come
 // back full and their deliveries are quick it doubles, up to 1000, and it
@@ -76,10 +83,22 @@
 //   - any other error, or a panic: failed, retried after WithBackoff
 //     (exponential with jitter by default); dead once the event's attempts
 //     (Event.MaxAttempts, or WithMaxAttempts) are spent.
-//   - a relay that crashes or stalls while delivering: its lease expires
-//     and the next relay rescues the event, counting the lost claim as an
-//     attempt, so an event that crashes every relay goes dead after its
-//     attempts with the reason "lease expired … crashed or stalled".
+//   - a delivery that does not return by shortly before the lease ends
+//     (the publisher ignores its context): the relay records the outcomes
+//     it knows, releases the events it had not started without spending
+//     an attempt, leaves the stuck event publishing and goes on with its
+//     next batch (Result.Abandoned). The stuck event's lease expires and a
+//     rescue counts the claim as an attempt; later events of its key wait
+//     behind it. So an event whose delivery hangs every relay goes dead
+//     after its attempts, and its neighbours spend none.
+//   - a relay that crashes or is frozen while delivering: its lease
+//     expires and the next relay rescues the events whose outcomes it had
+//     not recorded, counting the lost claim as an attempt of each (a
+//     crashed relay cannot say which it had started), so an event that
+//     crashes every relay goes dead after its attempts with the reason
+//     "lease expired … crashed or stalled". Rescues are counted as
+//     Result.Rescued (and in the heartbeats), not as failures, and logged
+//     once per rescue, each event at debug level.
 //   - outcomes the relay could not record (the database out of reach):
 //     the completion is retried with a backoff while the lease lasts.
 //     Outcomes still not recorded then are kept in memory, and once their

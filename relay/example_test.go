@@ -55,7 +55,7 @@ func Example() {
 	// Output:
 	// welcome mail to ada@example.com attempt 1
 	// welcome mail to bob@example.com attempt 1
-	// {Claimed:2 Published:2 Failed:0 Dead:0 Released:0 Lost:0} <nil>
+	// {Claimed:2 Published:2 Failed:0 Dead:0 Released:0 Lost:0 Abandoned:0 Rescued:0} <nil>
 }
 
 // Dead letters: list them, then replay them once the cause is fixed.

@@ -114,11 +114,12 @@ func (h *heartbeater) beat(ctx context.Context) {
 		publisher = withRole(publisher, h.role())
 	}
 	b := r.kind.NewBuilder()
-	b.Add("INSERT INTO "+r.table+"_relays (id, host, pid, publisher, heartbeat_ms, started_at, last_beat, claimed, published, failed, dead, lost) VALUES (?, ?, ?, ?, ?, ?, ",
+	b.Add("INSERT INTO "+r.table+"_relays (id, host, pid, publisher, heartbeat_ms, started_at, last_beat, claimed, published, failed, dead, lost, rescued) VALUES (?, ?, ?, ?, ?, ?, ",
 		r.cfg.workerID, h.host, os.Getpid(), publisher, r.cfg.heartbeat.Milliseconds(), r.kind.Time(h.started))
 	b.Now()
-	b.Add(", ?, ?, ?, ?, ?)", totals.claimed.Load(), totals.published.Load(), totals.failed.Load(), totals.dead.Load(), totals.lost.Load())
-	b.Add(r.kind.Upsert("id", "host", "pid", "publisher", "heartbeat_ms", "started_at", "last_beat", "claimed", "published", "failed", "dead", "lost"))
+	b.Add(", ?, ?, ?, ?, ?, ?)", totals.claimed.Load(), totals.published.Load(), totals.failed.Load(), totals.dead.Load(), totals.lost.Load(),
+		totals.rescued.Load())
+	b.Add(r.kind.Upsert("id", "host", "pid", "publisher", "heartbeat_ms", "started_at", "last_beat", "claimed", "published", "failed", "dead", "lost", "rescued"))
 	bctx, cancel := context.WithTimeout(ctx, max(r.cfg.heartbeat, minStatementTimeout))
 	defer cancel()
 	if err := r.db.WithContext(bctx).Exec(b.SQL(), b.Args()...).Error; err != nil && ctx.Err() == nil {
@@ -172,9 +173,15 @@ type RelayStatus struct {
 	// metrics are current).
 	Claimed   int64 `json:"claimed" gorm:"column:claimed"`
 	Published int64 `json:"published" gorm:"column:published"`
-	Failed    int64 `json:"failed" gorm:"column:failed"`
-	Dead      int64 `json:"dead" gorm:"column:dead"`
-	Lost      int64 `json:"lost" gorm:"column:lost"`
+	// Failed counts deliveries that failed and were scheduled for another
+	// attempt; rescues of expired claims are counted in Rescued instead.
+	Failed int64 `json:"failed" gorm:"column:failed"`
+	Dead   int64 `json:"dead" gorm:"column:dead"`
+	Lost   int64 `json:"lost" gorm:"column:lost"`
+	// Rescued counts the expired claims (of relays that crashed, stalled
+	// or gave a delivery up) this relay took back (Result.Rescued); 0 for
+	// a relay that predates the column (migration 0011).
+	Rescued int64 `json:"rescued" gorm:"column:rescued"`
 }
 
 // relays reads the heartbeats table; a missing table yields no relays,
@@ -190,8 +197,10 @@ func (o *ops) relays() ([]RelayStatus, error) {
 		AgeSeconds  float64 `gorm:"column:age_seconds"`
 	}
 	cols := "id, host, pid, heartbeat_ms, started_at, last_beat, claimed, published, failed, dead, lost, "
-	if o.db.Migrator().HasColumn(relays, "publisher") {
-		cols += "publisher, "
+	for _, c := range []string{"publisher", "rescued"} {
+		if o.db.Migrator().HasColumn(relays, c) {
+			cols += c + ", "
+		}
 	}
 	err := o.db.Table(relays).Select(cols + o.kind.SecondsSince("last_beat") + " AS age_seconds").Order("id").Scan(&rows).Error
 	if err != nil {

@@ -35,6 +35,7 @@ const (
 type instruments struct {
 	meter                                            metric.Meter
 	claimed, published, failed, dead, released, lost metric.Int64Counter
+	rescued                                          metric.Int64Counter
 	publishDuration, lag                             metric.Float64Histogram
 	pending                                          metric.Int64ObservableGauge
 	oldest                                           metric.Float64ObservableGauge
@@ -57,7 +58,8 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	in.failed = counter("outbox.events.failed", "Failed deliveries scheduled for another attempt.")
 	in.dead = counter("outbox.events.dead", "Events marked dead.")
 	in.released = counter("outbox.events.released", "Events handed back without spending an attempt (publisher unavailable, snoozed, shutdown).")
-	in.lost = counter("outbox.leases.lost", "Outcomes refused because the relay's lease had expired.")
+	in.lost = counter("outbox.leases.lost", "Outcomes refused because another relay took the events over after the lease expired.")
+	in.rescued = counter("outbox.events.rescued", "Events whose claim expired without an outcome, taken back by a rescue (an attempt spent; dead ones are counted in outbox.events.dead too).")
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +105,13 @@ func (in *instruments) observeTable(table string, stats func(context.Context) (*
 // record counts one recorded outcome.
 func (in *instruments) record(ctx context.Context, o *outcome, table string, now time.Time) {
 	attrs := metric.WithAttributes(attrTable.String(table), attrEventType.String(o.row.Type))
+	if o.expired {
+		in.rescued.Add(ctx, 1, attrs)
+		if o.kind == dead {
+			in.dead.Add(ctx, 1, attrs)
+		}
+		return
+	}
 	switch o.kind {
 	case published:
 		in.published.Add(ctx, 1, attrs)

@@ -75,8 +75,8 @@ func TestMetrics(t *testing.T) {
 
 		m := metricsOf(t, mp)
 		for name, want := range map[string]int64{
-			"outbox.events.claimed": 10 + 1 + 2, "outbox.events.published": 8 + 2, "outbox.events.failed": 1 + 1,
-			"outbox.events.dead": 1, "outbox.leases.lost": 1,
+			"outbox.events.claimed": 10 + 1 + 2, "outbox.events.published": 8 + 2, "outbox.events.failed": 1,
+			"outbox.events.rescued": 1, "outbox.events.dead": 1, "outbox.leases.lost": 1,
 		} {
 			if got := sum(t, m[name]); got != want {
 				t.Errorf("%s = %d, want %d", name, got, want)

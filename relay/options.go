@@ -158,8 +158,10 @@ func WithPollInterval(d time.Duration) Option {
 
 // WithLease sets how long a claim holds its events (default 30s, at least
 // 1s). A batch must be delivered within the lease: deliveries get a context
-// that ends shortly before it, and once it has expired another relay may
-// claim the events and this relay's completions are refused.
+// that ends shortly before it (a delivery that does not return then is
+// given up and left to the rescue of its expired lease), and once it has
+// expired another relay may rescue and claim the events, after which this
+// relay's completions are refused.
 func WithLease(d time.Duration) Option {
 	return func(c *config) {
 		if d < time.Second || d > 24*time.Hour {

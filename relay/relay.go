@@ -93,9 +93,21 @@ type Result struct {
 	// Released events were handed back without spending an attempt: the
 	// publisher was unavailable or snoozed them, or the relay was stopping.
 	Released int
-	// Lost completions were refused because the relay's lease had expired
-	// (another relay may have claimed the events since).
+	// Lost completions were refused: the relay's lease had expired and
+	// another relay took the events over (rescued or claimed them) before
+	// the completion reached the database.
 	Lost int
+	// Abandoned deliveries had not returned shortly before the batch's
+	// lease ended (a publisher that ignores its context): the relay went
+	// on without them and left them publishing, for the rescue of their
+	// expired lease, which counts each the attempt it took.
+	Abandoned int
+	// Rescued events had a claim whose lease expired without an outcome
+	// (a relay crashed, stalled or abandoned their delivery): this relay's
+	// rescue took them back, counting that claim as an attempt. Those
+	// with no attempts left went dead and are counted in Dead too; a rescue
+	// counts in neither Failed nor Claimed.
+	Rescued int
 }
 
 // add adds the outcomes of o to r (not its claims).
@@ -105,6 +117,8 @@ func (r *Result) add(o Result) {
 	r.Dead += o.Dead
 	r.Released += o.Released
 	r.Lost += o.Lost
+	r.Abandoned += o.Abandoned
+	r.Rescued += o.Rescued
 }
 
 // Relay claims committed outbox events and delivers them through a

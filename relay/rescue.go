@@ -3,6 +3,9 @@ package relay
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gormoutbox/outbox"
@@ -22,7 +25,9 @@ const rescueLimit = 500
 // that crashes every relay that delivers it goes dead after its attempts.
 //
 // An expired claim of this relay whose outcome it knows but could not
-// record in time (see lateOutcomes) gets that outcome instead.
+// record in time (see lateOutcomes) gets that outcome instead, and one
+// whose outcomes are still on their way to the database (a batch not
+// completed yet: a completion delayed past the lease) is left alone.
 func (r *Relay) rescue(ctx context.Context) (Result, error) {
 	dctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
 	defer cancel()
@@ -35,18 +40,9 @@ func (r *Relay) rescue(ctx context.Context) (Result, error) {
 		return Result{}, fmt.Errorf("relay: finding expired leases: %w", err)
 	}
 	normaliseTimes(r.kind, rows)
-	outs := make([]outcome, len(rows))
-	isLate := make([]bool, len(rows))
-	var lateIDs []int64
-	for i := range rows {
-		row := &rows[i]
-		if o, ok := r.late.known(row.ID, row.ClaimVersion); ok && deref(row.LockedBy) == r.cfg.workerID {
-			o.row = row
-			outs[i], isLate[i] = o, true
-			lateIDs = append(lateIDs, row.ID)
-			continue
-		}
-		outs[i] = r.expiredOutcome(row)
+	outs, isLate, lateIDs := r.rescueOutcomes(rows)
+	if len(outs) == 0 {
+		return Result{}, nil
 	}
 	applied, settled, err := r.apply(dctx, outs, fenceExpired, false)
 	res := r.accountRescue(ctx, outs[:settled], applied[:settled], isLate[:settled])
@@ -64,6 +60,32 @@ func (r *Relay) rescue(ctx context.Context) (Result, error) {
 		res.add(r.settleDropped(ctx, dropped))
 	}
 	return res, nil
+}
+
+// rescueOutcomes returns the outcomes a rescue gives the expired rows:
+// the late outcome this relay kept for its own claim, if any (isLate), or
+// an expired claim's. Rows of this relay's held batches are left out.
+func (r *Relay) rescueOutcomes(rows []outbox.OutboxEvent) (outs []outcome, isLate []bool, lateIDs []int64) {
+	var holds func(id, claimVersion int64) bool
+	for i := range rows {
+		row := &rows[i]
+		if deref(row.LockedBy) == r.cfg.workerID {
+			if o, ok := r.late.known(row.ID, row.ClaimVersion); ok {
+				o.row = row
+				outs, isLate = append(outs, o), append(isLate, true)
+				lateIDs = append(lateIDs, row.ID)
+				continue
+			}
+			if holds == nil {
+				holds = r.held.holds()
+			}
+			if holds(row.ID, row.ClaimVersion) {
+				continue // its completion is under way
+			}
+		}
+		outs, isLate = append(outs, r.expiredOutcome(row)), append(isLate, false)
+	}
+	return outs, isLate, lateIDs
 }
 
 // settleDropped accounts for late outcomes no longer found among expired
@@ -98,29 +120,91 @@ func (r *Relay) expiredOutcome(row *outbox.OutboxEvent) outcome {
 	return o
 }
 
-// accountRescue counts, logs and reports the outcomes a rescue recorded.
+// accountRescue counts, logs and reports the outcomes a rescue recorded:
+// one line for the rescued claims and one for the late outcomes, each
+// event at debug level.
 func (r *Relay) accountRescue(ctx context.Context, outs []outcome, applied, isLate []bool) Result {
-	var res Result
+	var (
+		res           Result
+		rescued, late rescueSummary
+		lostLate      int
+		died          int
+	)
 	r.withPayloads(ctx, outs, applied)
 	now := time.Now()
 	for i := range outs {
 		o := &outs[i]
 		switch {
 		case !applied[i] && isLate[i]:
-			r.lose(ctx, o, &res, "lease lost before a late completion; the outcome was not recorded and the event will be delivered again")
+			lostLate++
+			r.lose(ctx, o, &res)
 			continue
 		case !applied[i]: // another relay rescued it first
 			continue
 		case isLate[i]:
-			r.log.Info("recorded an outcome after its lease expired (the database was out of reach)",
-				"event_id", o.row.EventID, "event_type", o.row.Type, "attempt", o.row.Attempts, "outcome", o.kind.String())
+			late.add(o)
+			r.log.Debug("recorded an outcome after its lease expired", "event_id", o.row.EventID, "event_type", o.row.Type,
+				"attempt", o.row.Attempts, "outcome", o.kind.String())
 		default:
-			r.log.Warn("rescued an event whose lease expired", "event_id", o.row.EventID, "event_type", o.row.Type,
+			rescued.add(o)
+			if o.kind == dead {
+				died++
+			}
+			r.log.Debug("rescued an event whose lease expired", "event_id", o.row.EventID, "event_type", o.row.Type,
 				"attempt", o.row.Attempts, "locked_by", deref(o.row.LockedBy), "dead", o.kind == dead)
 		}
 		r.tally(ctx, o, &res, now)
 	}
+	if rescued.n > 0 {
+		r.log.Warn("rescued events whose lease expired (their relay crashed, stalled or gave their delivery up); each spent an attempt",
+			"events", rescued.n, "dead", died, "relays", rescued.relayList(), "oldest_event_id", rescued.oldestID,
+			"oldest_created_at", rescued.oldest)
+	}
+	if late.n > 0 {
+		r.log.Info("recorded outcomes after their lease expired (the database was out of reach)", "events", late.n,
+			"oldest_event_id", late.oldestID)
+	}
+	if lostLate > 0 {
+		r.log.Warn("another relay rescued events before their late outcomes were recorded; they are delivered again", "events", lostLate)
+	}
 	return res
+}
+
+// rescueSummary is what the log line of a rescue says about its events.
+type rescueSummary struct {
+	n        int
+	relays   map[string]int
+	oldestID string
+	oldest   time.Time
+}
+
+func (s *rescueSummary) add(o *outcome) {
+	s.n++
+	if s.relays == nil {
+		s.relays = map[string]int{}
+	}
+	s.relays[deref(o.row.LockedBy)]++
+	if s.oldestID == "" || o.row.CreatedAt.Before(s.oldest) {
+		s.oldestID, s.oldest = o.row.EventID, o.row.CreatedAt
+	}
+}
+
+// relayList names the relays that held the events, with their counts, at
+// most ten.
+func (s *rescueSummary) relayList() string {
+	names := slices.Sorted(maps.Keys(s.relays))
+	var b strings.Builder
+	for i, name := range names {
+		if i == 10 {
+			fmt.Fprintf(&b, " and %d more", len(names)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%d)", name, s.relays[name])
+	}
+	return b.String()
 }
 
 // withPayloads reads the payloads of the rescued events that went dead,

@@ -2,11 +2,13 @@ package relay_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
 	"github.com/gormoutbox/outbox"
@@ -89,4 +91,70 @@ func TestRescueReadsNoPayloads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// logRecords is a slog.Handler that keeps every record at or above Debug.
+type logRecords struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (l *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecords) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecords) WithGroup(string) slog.Handler            { return l }
+func (l *logRecords) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	l.records = append(l.records, r)
+	l.mu.Unlock()
+	return nil
+}
+
+// count returns how many records at level hold substr in their message.
+func (l *logRecords) count(level slog.Level, substr string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.records {
+		if r.Level == level && strings.Contains(r.Message, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+// After a relay died holding 1,000 events, its successor logs the rescue
+// once per rescue (at most 500 events each), naming the count and the
+// relay that held them, with each event at debug level only; and a
+// rescued event is not a failure: the successor's heartbeat counts them
+// as rescued, none as failed.
+func TestRescueLogsOncePerBatchAndCountsRescued(t *testing.T) {
+	const n = 1000
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		emitN(t, db, n, event)
+		must(t, db.Exec(`UPDATE outbox_events SET status = 'publishing', locked_by = 'killed', locked_until = ?,
+			claim_version = 1, attempts = 1`, past(db)).Error)
+		logs := &logRecords{}
+		r := newRelay(t, db, newRecorder(), relay.WithLogger(slog.New(logs)), relay.WithHeartbeat(100*time.Millisecond),
+			relay.WithLease(2*time.Second), relay.WithWorkerID("successor"))
+		ctx, cancel := context.WithCancel(t.Context())
+		stopped := make(chan error, 1)
+		go func() { stopped <- r.Start(ctx) }()
+		defer func() { cancel(); must(t, <-stopped) }()
+		var beat relay.RelayStatus
+		for deadline := time.Now().Add(60 * time.Second); beat.Published < n; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the successor's heartbeat reads %+v after 60s; want %d published", beat, n)
+			}
+			must(t, db.Raw("SELECT claimed, published, failed, dead, lost, rescued FROM outbox_events_relays WHERE id = 'successor'").Scan(&beat).Error)
+		}
+		if beat.Rescued != n || beat.Failed != 0 || beat.Dead != 0 {
+			t.Errorf("heartbeat: %d rescued, %d failed, %d dead; want %d rescued, none failed", beat.Rescued, beat.Failed, beat.Dead, n)
+		}
+		if got := logs.count(slog.LevelWarn, "rescued"); got < 1 || got > n/500 {
+			t.Errorf("%d warnings about the rescue of %d events, want one per rescue of at most 500 (%d)", got, n, n/500)
+		}
+		if got := logs.count(slog.LevelDebug, "rescued an event"); got != n {
+			t.Errorf("%d debug lines for rescued events, want %d (one each)", got, n)
+		}
+	})
 }

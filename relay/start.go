@@ -81,14 +81,14 @@ func (r *Relay) Start(ctx context.Context) error {
 	wg.Wait()
 	r.background.Wait()
 	r.log.Info("relay stopped", "claimed", totals.claimed.Load(), "published", totals.published.Load(),
-		"failed", totals.failed.Load(), "dead", totals.dead.Load(), "released", totals.released.Load(), "lost", totals.lost.Load())
+		"failed", totals.failed.Load(), "dead", totals.dead.Load(), "released", totals.released.Load(), "lost", totals.lost.Load(), "rescued", totals.rescued.Load())
 	return nil
 }
 
 // counters are the running totals of a Start: its heartbeats report
 // them, and its last log line.
 type counters struct {
-	claimed, published, failed, dead, released, lost atomic.Int64
+	claimed, published, failed, dead, released, lost, rescued atomic.Int64
 }
 
 // add counts the outcomes of r; claims are counted as they happen.
@@ -98,6 +98,7 @@ func (c *counters) add(r Result) {
 	c.failed.Add(int64(r.Failed))
 	c.dead.Add(int64(r.Dead))
 	c.lost.Add(int64(r.Lost))
+	c.rescued.Add(int64(r.Rescued))
 }
 
 // runFetcher runs fetch until ctx ends, with the claims on a connection of

@@ -46,6 +46,7 @@ type relayJSON struct {
 	Failed       int64   `json:"failed"`
 	Dead         int64   `json:"dead"`
 	Lost         int64   `json:"lost"`
+	Rescued      int64   `json:"rescued"` // expired claims it took back: not failures
 }
 
 var statuses = []outbox.Status{outbox.StatusPending, outbox.StatusPublishing, outbox.StatusPublished, outbox.StatusFailed, outbox.StatusDead}
@@ -75,7 +76,7 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 	for _, r := range s.Relays {
 		out.Relays = append(out.Relays, relayJSON{ID: r.ID, Host: r.Host, PID: r.PID, Publisher: r.Publisher, Role: r.Role, Live: r.Live,
 			StartedAt: r.StartedAt.UTC(), LastBeat: r.LastBeat.UTC(), LastBeatAgeSec: r.Age.Seconds(),
-			HeartbeatSec: r.Heartbeat.Seconds(), Claimed: r.Claimed, Published: r.Published, Failed: r.Failed, Dead: r.Dead, Lost: r.Lost})
+			HeartbeatSec: r.Heartbeat.Seconds(), Claimed: r.Claimed, Published: r.Published, Failed: r.Failed, Dead: r.Dead, Lost: r.Lost, Rescued: r.Rescued})
 	}
 	if w := publisherWarning(s.Relays); w != "" {
 		out.Warnings = append(out.Warnings, w)
@@ -126,7 +127,7 @@ func printStats(c *cli, table string, s *relay.Stats, warnings []string) {
 	fmt.Fprintf(c.stdout, "\nrelays: %d\n", len(s.Relays))
 	if len(s.Relays) > 0 {
 		w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tHOST\tSTATE\tLAST BEAT\tSTARTED\tPUBLISHED\tFAILED\tDEAD\tLOST\tPUBLISHER")
+		fmt.Fprintln(w, "ID\tHOST\tSTATE\tLAST BEAT\tSTARTED\tPUBLISHED\tFAILED\tDEAD\tLOST\tRESCUED\tPUBLISHER")
 		for _, r := range s.Relays {
 			state := "live"
 			if !r.Live {
@@ -135,8 +136,8 @@ func printStats(c *cli, table string, s *relay.Stats, warnings []string) {
 			if r.Role != "" {
 				state += " (" + r.Role + ")"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\t%s\t%d\t%d\t%d\t%d\t%s\n", cell(r.ID), cell(r.Host), cell(state), r.Age.Round(time.Second),
-				r.StartedAt.UTC().Format(time.RFC3339), r.Published, r.Failed, r.Dead, r.Lost, cell(r.Publisher))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", cell(r.ID), cell(r.Host), cell(state), r.Age.Round(time.Second),
+				r.StartedAt.UTC().Format(time.RFC3339), r.Published, r.Failed, r.Dead, r.Lost, r.Rescued, cell(r.Publisher))
 		}
 		_ = w.Flush()
 		fmt.Fprintln(c.stdout, "(a relay's counts are as of its last heartbeat: they lag by up to one heartbeat interval)")

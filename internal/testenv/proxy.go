@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -10,7 +9,8 @@ import (
 
 // Proxy forwards TCP connections to a server (such as Redis) until Cut,
 // so that a test can take the server away from its clients without
-// stopping it for the other tests that share it.
+// stopping it for the other tests that share it, or hold their bytes for
+// a while (Stall).
 type Proxy struct {
 	target string
 	ln     net.Listener
@@ -19,6 +19,7 @@ type Proxy struct {
 	cut      bool
 	conns    map[net.Conn]struct{}
 	accepted int
+	stalled  chan struct{} // closed by Resume; nil while bytes flow
 }
 
 // NewProxy listens on a free local port and forwards to target; it is
@@ -31,7 +32,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	}
 	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
 	go p.serve()
-	t.Cleanup(func() { _ = ln.Close(); p.Cut() })
+	t.Cleanup(func() { _ = ln.Close(); p.Resume(); p.Cut() })
 	return p
 }
 
@@ -53,6 +54,55 @@ func (p *Proxy) Cut() {
 	for c := range p.conns {
 		_ = c.Close()
 		delete(p.conns, c)
+	}
+}
+
+// Stall holds every byte sent either way, on the open connections and on
+// new ones, until Resume: no error, no reset, the connections stay open
+// (a network that stops delivering for a while, or a server that stops
+// reading). What was sent meanwhile is delivered after Resume.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stalled == nil {
+		p.stalled = make(chan struct{})
+	}
+}
+
+// Resume delivers what Stall held, and lets bytes flow again.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stalled != nil {
+		close(p.stalled)
+		p.stalled = nil
+	}
+}
+
+// gate returns, while the proxy is stalled, a channel closed by Resume;
+// nil otherwise.
+func (p *Proxy) gate() chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stalled
+}
+
+// copy forwards from src to dst, holding each read while stalled.
+func (p *Proxy) copy(dst, src net.Conn) {
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if g := p.gate(); g != nil {
+				<-g
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
 }
 
@@ -100,8 +150,8 @@ func (p *Proxy) pipe(c net.Conn) {
 	p.conns[c], p.conns[s] = struct{}{}, struct{}{}
 	p.mu.Unlock()
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(s, c); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(c, s); done <- struct{}{} }()
+	go func() { p.copy(s, c); done <- struct{}{} }()
+	go func() { p.copy(c, s); done <- struct{}{} }()
 	<-done
 	_ = c.Close()
 	_ = s.Close()

@@ -58,7 +58,7 @@ type suite struct {
 // the files of package migrations.
 func Migrate(t testing.TB, drv sqldriver.Driver, db *gorm.DB) {
 	t.Helper()
-	names := []string{"0001_outbox_events", "0003_outbox_relays", "0004_outbox_relays_publisher", "0005_outbox_claim_by_key", "0006_outbox_lean_indexes", "0007_outbox_attempts", "0008_outbox_notify_inline", "0009_outbox_status_check", "0010_outbox_attempts_receipt"}
+	names := []string{"0001_outbox_events", "0003_outbox_relays", "0004_outbox_relays_publisher", "0005_outbox_claim_by_key", "0006_outbox_lean_indexes", "0007_outbox_attempts", "0008_outbox_notify_inline", "0009_outbox_status_check", "0010_outbox_attempts_receipt", "0011_outbox_relays_rescued"}
 	must(t, sqlmigrate.ApplyDriver(db, drv, migrations.FS, names, nil))
 	must(t, sqlmigrate.ApplyDriver(db, drv, migrations.FS, []string{"0002_outbox_idempotency"}, nil))
 }

@@ -1,0 +1,1 @@
+ALTER TABLE outbox_events_relays DROP COLUMN IF EXISTS rescued;

@@ -1,0 +1,2 @@
+-- gorm-outbox: each relay's heartbeat counts the expired claims it rescued on their own, not as failures.
+ALTER TABLE outbox_events_relays ADD COLUMN rescued INTEGER NOT NULL DEFAULT 0;
