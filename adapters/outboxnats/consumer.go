@@ -162,7 +162,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 // round makes sure the durable consumer exists, fetches a batch and
 // handles it. It reports whether a handler said its transport is
-// unavailable (the rest of its batch is handed back).
+// unavailable (the rest of its batch is handed back). The batch's
+// messages are kept in progress from their arrival until each is settled
+// (keeper): one waiting behind the others, or running long, is not
+// delivered to another consumer meanwhile.
 func (c *Consumer) round(ctx context.Context) (unavailable bool, err error) {
 	if c.cons == nil {
 		if c.cons, err = c.ensure(ctx); err != nil {
@@ -173,8 +176,16 @@ func (c *Consumer) round(ctx context.Context) (unavailable bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("outboxnats: fetching from %s/%s: %w", c.stream, c.durable, err)
 	}
-	fetched := time.Now()
-	for msg := range batch.Messages() {
+	k := keep(c.cfg.ackWait / 3)
+	defer k.close()
+	queue := make(chan keptMsg, c.cfg.batch)
+	go func() {
+		defer close(queue)
+		for msg := range batch.Messages() {
+			queue <- k.add(msg)
+		}
+	}()
+	for msg := range queue {
 		switch {
 		case ctx.Err() != nil || unavailable:
 			// Handed back with a delay: without one, the message would
@@ -182,11 +193,9 @@ func (c *Consumer) round(ctx context.Context) (unavailable bool, err error) {
 			// its wait ends.
 			c.handBack(msg, c.cfg.retryDelay)
 		default:
-			if time.Since(fetched) > c.cfg.ackWait/3 {
-				_ = msg.InProgress() // restart its ack wait before its handler runs
-			}
 			unavailable = c.process(ctx, msg)
 		}
+		k.drop(msg.Msg) // settled, or not a JetStream message
 	}
 	if err := batch.Error(); err != nil && ctx.Err() == nil {
 		return unavailable, fmt.Errorf("outboxnats: fetching from %s/%s: %w", c.stream, c.durable, err)

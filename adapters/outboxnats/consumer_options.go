@@ -56,9 +56,11 @@ func WithFilterSubject(filter string) ConsumerOption {
 }
 
 // WithBatch sets how many messages one fetch asks for (default 10, 1 to
-// 10000). They are handled one at a time, in order; each is marked in
-// progress before its handler runs when it waited long, so that its ack
-// wait does not expire while earlier ones are handled.
+// 10000). They are handled one at a time, in order; while the consumer
+// holds them (waiting behind earlier ones, or running) it marks each in
+// progress every third of the ack wait, so that none is delivered to
+// another consumer of the durable meanwhile, however long the batch
+// takes.
 func WithBatch(n int) ConsumerOption {
 	return consumerOption(func(c *consumerConfig) {
 		if n < 1 || n > 10000 {

@@ -136,9 +136,13 @@
 // disappeared, and returns only when its context ends, after finishing
 // the message in hand (within WithFetchWait when idle). Run several
 // Consumers with the same durable name, in one process or many, to share a
-// stream. Keep handlers shorter than the ack wait (WithAckWait, 30s): the
-// handler's context ends then (WithHandlerTimeout), since the server
-// delivers an unacknowledged message again after it.
+// stream. While a Consumer holds the messages of a batch (waiting behind
+// the one being handled, or running) it marks each in progress every
+// third of the ack wait (WithAckWait, 30s), so that no message is handled
+// by two consumers at once, whatever the batch size and the handler's
+// time within its timeout (WithHandlerTimeout, the ack wait unless set).
+// A consumer that crashes, or is frozen, stops marking them: after the
+// ack wait the server delivers them to another consumer.
 //
 // # Dead here is not dead in the outbox
 //
