@@ -84,6 +84,7 @@ func (c *Consumer) retryOwn(ctx context.Context) (more, unavailable bool, err er
 			c.waiting[p.ID] = true // not claimed: nothing counted
 			continue
 		}
+		claimedAt := time.Now()
 		m, excused, ok, err := c.claimOne(ctx, p.ID, idle)
 		if err != nil {
 			return false, false, err
@@ -92,7 +93,10 @@ func (c *Consumer) retryOwn(ctx context.Context) (more, unavailable bool, err er
 			continue
 		}
 		handled++
-		if c.process(ctx, m, p.RetryCount+1, excused) {
+		c.keep.hold(claimedAt, p.ID)
+		unavailable := c.process(ctx, m, p.RetryCount+1, excused)
+		c.keep.drop(p.ID)
+		if unavailable {
 			return false, true, nil
 		}
 	}

@@ -42,7 +42,7 @@ type Consumer struct {
 	// Used by Run's goroutine only:
 	cursor  string          // XAUTOCLAIM's next start
 	waiting map[string]bool // own pending messages waiting for their predecessor (WithKeyOrder)
-	acked   map[string]bool // entries this consumer acknowledged lately (WithKeyOrder)
+	keep    *keeper         // the entries Run holds, kept from being adopted
 }
 
 // NewConsumer returns a Consumer named consumer in the group of stream,
@@ -96,7 +96,6 @@ func NewConsumer(rdb redis.UniversalClient, stream, group, consumer string, h Ha
 		tracer:     cfg.tracerProvider.Tracer(tracerName),
 		cursor:     "0-0",
 		waiting:    map[string]bool{},
-		acked:      map[string]bool{},
 		excusedKey: ExcusedKey(stream, group),
 	}
 }
@@ -138,6 +137,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer c.running.Store(false)
+	c.keep = newKeeper(c)
+	defer c.keep.close()
 	c.log.Info("outboxredis consumer started", "min_idle", c.cfg.minIdle, "retry_delay", c.cfg.retryDelay,
 		"max_deliveries", c.cfg.maxDeliveries, "count", c.cfg.count)
 
@@ -204,11 +205,12 @@ func (c *Consumer) round(ctx context.Context, st *loopState) (unavailable bool, 
 	if st.more {
 		block = -1 // no BLOCK: there is more to claim
 	}
+	readAt := time.Now()
 	msgs, err := c.read(ctx, block)
 	if err != nil {
 		return false, err
 	}
-	unavailable = c.processBatch(ctx, msgs)
+	unavailable = c.processBatch(ctx, msgs, readAt)
 	c.pollWaiting(st)
 	return unavailable, nil
 }

@@ -62,7 +62,9 @@ func WithBlock(d time.Duration) ConsumerOption {
 }
 
 // WithCount sets how many entries one read or claim takes (default 10, 1
-// to 10000). Entries taken are handled one at a time.
+// to 10000). Entries taken are handled one at a time, and kept from
+// being adopted by another consumer while they wait (see the package
+// documentation), however long the batch takes.
 func WithCount(n int) ConsumerOption {
 	return consumerOption(func(c *consumerConfig) {
 		if n < 1 || n > 10000 {
@@ -75,8 +77,9 @@ func WithCount(n int) ConsumerOption {
 // WithMinIdle sets how long a message must have been pending, unacknowledged
 // by another consumer of the group, before this one claims it with
 // XAUTOCLAIM (default 1 minute, at least 1ms): the time after which a
-// consumer is presumed dead. Keep it above the longest handler run, or a
-// slow message is handled twice at once. It is also the default handler
+// consumer is presumed dead. A running consumer resets the idle time of
+// the messages it holds every third of it, the one being handled included
+// (see the package documentation). It is also the default handler
 // timeout.
 func WithMinIdle(d time.Duration) ConsumerOption {
 	return consumerOption(func(c *consumerConfig) {

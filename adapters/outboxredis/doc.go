@@ -101,10 +101,18 @@
 // adopt them after the min idle time.
 //
 // Each consumer handles one message at a time; run more consumers, each
-// under its own stable name, to share a stream. A handler that runs longer
-// than the min idle time can have its message claimed and handled by
-// another consumer at the same time: keep WithMinIdle above the longest
-// handler run (handlers' contexts end after it, see WithHandlerTimeout).
+// under its own stable name, to share a stream. While a consumer holds
+// messages (those of a read waiting behind the one being handled, and that
+// one while its handler runs) it resets their idle time every third of
+// the min idle time, each only if it is still its own (XPENDING, then
+// XCLAIM … JUSTID, in one script), so that another consumer's XAUTOCLAIM
+// does not adopt them: no message is handled by two consumers at once,
+// whatever WithCount and the handler's time within its timeout
+// (WithHandlerTimeout, the min idle time unless set). A consumer that
+// crashes or is frozen stops doing so, and the others adopt its messages
+// after the min idle time; one that was frozen that long checks, before it
+// runs or acknowledges a message it held, that the message is still its
+// own, and leaves it to the consumer that adopted it otherwise.
 //
 // # Dead here is not dead in the outbox
 //

@@ -43,9 +43,12 @@ func (c *Consumer) mustWait(ctx context.Context, m redis.XMessage) bool {
 		return false
 	}
 	after, _ := m.Values[FieldAfter].(string)
-	if after == "" || !entryID.MatchString(after) || c.acked[after] {
-		return false // no predecessor, or one this consumer acknowledged
+	if after == "" || !entryID.MatchString(after) {
+		return false // no predecessor
 	}
+	// Redis's pending list is asked every time, not a memory of the
+	// entries this consumer acknowledged: it alone says whether the
+	// predecessor is done, whichever consumer ran it.
 	p, err := c.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
 		Stream: c.stream, Group: c.group, Start: after, End: after, Count: 1,
 	}).Result()
@@ -58,17 +61,4 @@ func (c *Consumer) mustWait(ctx context.Context, m redis.XMessage) bool {
 		return true
 	}
 	return false
-}
-
-// remember notes, in key order, that this consumer acknowledged id (an
-// acknowledged entry never becomes pending again), so that its successor
-// needs no XPENDING. It keeps the last few thousand.
-func (c *Consumer) remember(id string) {
-	if !c.cfg.keyOrder {
-		return
-	}
-	if len(c.acked) >= 4096 {
-		clear(c.acked)
-	}
-	c.acked[id] = true
 }

@@ -16,17 +16,31 @@ import (
 // message, which run even after Run's context ended.
 const opTimeout = 5 * time.Second
 
-// processBatch handles messages just read (delivered for the first time)
-// one at a time. It stops early when ctx ends or when a handler reports its
-// transport unavailable, which it reports; the messages it did not hand to
-// the handler stay pending, their delivery excused. In key order, a
-// message whose predecessor is still pending is left pending too (excused)
-// and checked again soon.
-func (c *Consumer) processBatch(ctx context.Context, msgs []redis.XMessage) (unavailable bool) {
+// processBatch handles messages just read (delivered for the first time,
+// by a read sent at readAt) one at a time, holding them (keeper) until
+// each is settled, so that no other consumer adopts them while they wait.
+// It stops early when ctx ends or when a handler reports its transport
+// unavailable, which it reports; the messages it did not hand to the
+// handler stay pending, their delivery excused. In key order, a message
+// whose predecessor is still pending is left pending too (excused) and
+// checked again soon. A message another consumer adopted after all is
+// left to it.
+func (c *Consumer) processBatch(ctx context.Context, msgs []redis.XMessage, readAt time.Time) (unavailable bool) {
+	all := ids(msgs)
+	c.keep.hold(readAt, all...)
+	defer func() {
+		for _, id := range all {
+			c.keep.drop(id)
+		}
+	}()
 	for i, m := range msgs {
 		if ctx.Err() != nil {
-			c.excuse(ctx, ids(msgs[i:])...)
+			c.excuse(ctx, all[i:]...)
 			return false
+		}
+		if !c.keep.mine(ctx, m.ID) {
+			c.log.Info("outboxredis: another consumer adopted a message waiting in this consumer's batch; left to it", "entry_id", m.ID)
+			continue
 		}
 		if c.mustWait(ctx, m) {
 			c.excuse(ctx, m.ID)
@@ -34,9 +48,10 @@ func (c *Consumer) processBatch(ctx context.Context, msgs []redis.XMessage) (una
 			continue
 		}
 		if c.process(ctx, m, 1, 0) {
-			c.excuse(ctx, ids(msgs[i+1:])...)
+			c.excuse(ctx, all[i+1:]...)
 			return true
 		}
+		c.keep.drop(m.ID)
 	}
 	return false
 }
@@ -98,10 +113,17 @@ func decode(m redis.XMessage) (*outbox.Envelope, error) {
 
 // ack acknowledges a message, forgets its excused deliveries, and reports
 // whether Redis took it. A failed acknowledgement leaves the message
-// pending: it is delivered again, and idempotent handlers skip it.
+// pending: it is delivered again, and idempotent handlers skip it. A
+// message that another consumer may have adopted while its handler ran
+// (see keeper.fresh) is acknowledged only if it is still this consumer's:
+// the other consumer runs it, and acknowledges it when done, so that in
+// key order its successor waits for that run.
 func (c *Consumer) ack(ctx context.Context, id string, attrs []any) bool {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	defer cancel()
+	if c.keep != nil && !c.keep.fresh(id) {
+		return c.ackOwn(actx, id, attrs)
+	}
 	pipe := c.rdb.Pipeline()
 	xack := pipe.XAck(actx, c.stream, c.group, id)
 	pipe.HDel(actx, c.excusedKey, id)
@@ -110,6 +132,19 @@ func (c *Consumer) ack(ctx context.Context, id string, attrs []any) bool {
 		c.log.Warn("outboxredis: XACK failed; the message will be delivered again", append(attrs, "error", err)...)
 		return false
 	}
-	c.remember(id)
+	return true
+}
+
+// ackOwn acknowledges id if this consumer still owns it (ackOwnScript).
+func (c *Consumer) ackOwn(ctx context.Context, id string, attrs []any) bool {
+	n, err := ackOwnScript.Run(ctx, c.rdb, []string{c.stream, c.excusedKey}, c.group, c.name, id).Int()
+	switch {
+	case err != nil:
+		c.log.Warn("outboxredis: XACK failed; the message will be delivered again", append(attrs, "error", err)...)
+		return false
+	case n == 0:
+		c.log.Warn("outboxredis: another consumer adopted the message while its handler ran here; it acknowledges it", attrs...)
+		return false
+	}
 	return true
 }
