@@ -46,6 +46,17 @@
 // relay retries them with backoff, and marks the event dead after its
 // attempts.
 //
+// With a Redis Cluster (asynq.RedisClusterClientOpt for the client and
+// the servers) each queue lives in one slot. Redis replicates
+// asynchronously: a master that is lost with tasks it acknowledged but
+// had not replicated (its machine lost, or cut off from its replicas
+// before a failover) loses them, though the relay recorded the events
+// published: in tests/redis_cluster_test.go a partition of 1.5s before the
+// kill lost every task enqueued meanwhile (440 to 720 a run). asynq's
+// client has no way to wait for replicas; where that loss matters, publish
+// through Redis Streams with outboxredis.WithWaitReplicas, or replay the
+// events of the failover's window (outbox redeliver).
+//
 // # Consuming
 //
 //	mux := asynq.NewServeMux()

@@ -24,6 +24,11 @@ var (
 	// deliveries that do not count left out: see WithMaxDeliveries).
 	ErrTooManyDeliveries = errors.New("outboxredis: too many deliveries")
 
+	// ErrNotReplicated is wrapped (inside outbox.Unavailable) by the
+	// result of an event whose entry fewer replicas than WithWaitReplicas
+	// asks for acknowledged in time.
+	ErrNotReplicated = errors.New("outboxredis: entry not replicated in time")
+
 	// ErrRunning is returned by Run when the Consumer is already running.
 	ErrRunning = errors.New("outboxredis: consumer already running")
 )

@@ -2,6 +2,7 @@ package outboxredis
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/internal/optionerr"
@@ -71,6 +72,8 @@ type pubConfig struct {
 	maxLen        int64
 	producerID    string
 	keyChain      bool
+	waitReplicas  int           // WithWaitReplicas: 0 for none
+	waitTimeout   time.Duration // WithWaitReplicas
 	common
 }
 
@@ -171,4 +174,29 @@ func WithLogger(l *slog.Logger) SharedOption {
 // (WithIdempotentProducer): consumers dedupe by event id.
 func WithKeyChain() Option {
 	return pubOption(func(c *pubConfig) { c.keyChain = true })
+}
+
+// WithWaitReplicas makes the publisher report an event published only once
+// at least n replicas of the Redis master that took its entry have it:
+// after the appends of a batch it sends WAIT n timeout on the same
+// connection to each master (at most 10s; keep it below the client's
+// ReadTimeout, 3s by default). Redis replicates asynchronously, so an entry
+// a master acknowledged and lost before any replica had it (the master's
+// machine lost, or a partition between master and replicas followed by a
+// failover) is lost for good unless the relay is told it is not safe yet:
+// when fewer than n replicas acknowledged in time, the batch's events on
+// that master are reported outbox.Unavailable, wrapping ErrNotReplicated,
+// and the relay appends them again later without spending their attempts
+// (the stream may then hold an event twice: consumers dedupe by event id).
+// It needs a *redis.Client or a *redis.ClusterClient (where it sends WAIT
+// to the master of each stream's slot); a Redis with no replica waits the
+// timeout and publishes nothing. It costs a round trip per master and
+// batch, and the replicas' delay.
+func WithWaitReplicas(n int, timeout time.Duration) Option {
+	return pubOption(func(c *pubConfig) {
+		if n < 1 || timeout <= 0 || timeout > 10*time.Second {
+			c.Fail("wait for %d replicas within %v: want at least 1 replica and a timeout up to 10s", n, timeout)
+		}
+		c.waitReplicas, c.waitTimeout = n, timeout
+	})
 }

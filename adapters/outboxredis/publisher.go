@@ -43,6 +43,10 @@ func NewStreamPublisher(rdb redis.UniversalClient, opts ...Option) *StreamPublis
 	}
 	if rdb == nil {
 		cfg.Fail("nil redis client")
+	} else if cfg.waitReplicas > 0 {
+		if err := checkWaitClient(rdb); err != nil {
+			cfg.Fail("%v", err)
+		}
 	}
 	log := cfg.logger
 	if log == nil {
@@ -72,6 +76,9 @@ func (p *StreamPublisher) Stream(e *outbox.Envelope) string {
 // attempt),
 // outbox.Permanent(err) when e cannot be encoded, and the error otherwise.
 func (p *StreamPublisher) Publish(ctx context.Context, e *outbox.Envelope) error {
+	if p.cfg.waitReplicas > 0 {
+		return p.publishReplicated(ctx, []*outbox.Envelope{e})[0]
+	}
 	args, err := p.args(e, p.useIDMP(ctx))
 	if err != nil {
 		return err
@@ -102,8 +109,12 @@ func failed(ctx context.Context, id, stream string, err error) error {
 // PublishBatch appends the events in one pipeline (not a transaction) and
 // returns one result per event, in order, read from each XADD's own reply:
 // an entry can fail while the others are appended. Errors are classified
-// as in Publish.
+// as in Publish. WithWaitReplicas makes it one pipeline per master, each
+// ending in WAIT.
 func (p *StreamPublisher) PublishBatch(ctx context.Context, es []*outbox.Envelope) []error {
+	if p.cfg.waitReplicas > 0 {
+		return p.publishReplicated(ctx, es)
+	}
 	errs := make([]error, len(es))
 	cmds := make([]redis.Cmder, len(es))
 	streams := make([]string, len(es))

@@ -159,3 +159,38 @@ func TestProxyBlackhole(t *testing.T) {
 		t.Errorf("stats %+v, want 1 dead", s)
 	}
 }
+
+// A Tap forwards every connection, and after Drop silences the server's
+// bytes to the connections whose clients sent the marker, only.
+func TestTapDropsMarkedConnections(t *testing.T) {
+	p := NewTap(t, echoServer(t), "REPLCONF")
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", p.ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	plain, marked := dial(), dial()
+	if err := roundTrip(plain, 5*time.Second); err != nil {
+		t.Fatalf("plain: %v", err)
+	}
+	_ = marked.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := marked.Write([]byte("REPLCONF\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(marked).ReadString('\n'); err != nil || line != "REPLCONF\n" {
+		t.Fatalf("marked before Drop: %q, %v", line, err)
+	}
+	p.Drop()
+	if err := roundTrip(plain, 5*time.Second); err != nil {
+		t.Fatalf("plain after Drop: %v", err)
+	}
+	if err := roundTrip(marked, 300*time.Millisecond); err == nil {
+		t.Fatal("a marked connection got the server's answer after Drop")
+	}
+	if b, m := p.Dropped(); b == 0 || m != 1 {
+		t.Errorf("Dropped: %d bytes, %d marked; want some bytes, 1 marked", b, m)
+	}
+}
