@@ -140,12 +140,20 @@ func TestRescueLogsOncePerBatchAndCountsRescued(t *testing.T) {
 		stopped := make(chan error, 1)
 		go func() { stopped <- r.Start(ctx) }()
 		defer func() { cancel(); must(t, <-stopped) }()
+		insp, err := relay.NewInspector(db)
+		must(t, err)
 		var beat relay.RelayStatus
 		for deadline := time.Now().Add(60 * time.Second); beat.Published < n; time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("the successor's heartbeat reads %+v after 60s; want %d published", beat, n)
 			}
-			must(t, db.Raw("SELECT claimed, published, failed, dead, lost, rescued FROM outbox_events_relays WHERE id = 'successor'").Scan(&beat).Error)
+			stats, err := insp.GetStats(t.Context())
+			must(t, err)
+			for _, rs := range stats.Relays {
+				if rs.ID == "successor" {
+					beat = rs
+				}
+			}
 		}
 		if beat.Rescued != n || beat.Failed != 0 || beat.Dead != 0 {
 			t.Errorf("heartbeat: %d rescued, %d failed, %d dead; want %d rescued, none failed", beat.Rescued, beat.Failed, beat.Dead, n)

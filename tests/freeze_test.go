@@ -96,7 +96,8 @@ func TestRelayFrozen(t *testing.T) {
 			// meanwhile) it ran out of lease and kept the outcomes for its
 			// rescue, which finds the events taken over.
 			log, _ := os.ReadFile(frozen.Log())
-			refused := strings.Count(string(log), "lease lost before completion")
+			refused := strings.Count(string(log), "took events over (their lease had expired) before their completion") +
+				strings.Count(string(log), "before their late outcomes were recorded")
 			expired := strings.Count(string(log), "outcomes failed within its lease")
 			if refused+expired == 0 {
 				t.Errorf("the frozen relay logged neither a refused completion nor one past its lease; its log:\n%s", log)
