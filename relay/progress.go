@@ -39,8 +39,8 @@ type progress struct {
 func (r *Relay) progressEvery() time.Duration { return min(r.cfg.lease/4, time.Second) }
 
 // await returns when the deliveries are done (done is closed), or, after
-// deadline and half the lease margin, once the deliveries that did not
-// return are given up. Until then it hands the outcomes that became known
+// deadline and the lease margin, once the deliveries that did not return
+// are given up. Until then it hands the outcomes that became known
 // to flush every progressEvery.
 func (p *progress) await(done <-chan struct{}, deadline time.Time, flush func([]outcome) []bool) {
 	every := p.r.progressEvery()
@@ -58,6 +58,13 @@ func (p *progress) await(done <-chan struct{}, deadline time.Time, flush func([]
 			}
 			tick.Reset(every)
 		case <-giveUp.C:
+			// The deliveries may have been about to return, only late
+			// (the process was frozen past the timer): a last moment.
+			select {
+			case <-done:
+				return
+			case <-time.After(p.r.leaseMargin() / 2):
+			}
 			p.d.withdraw()
 			return
 		}

@@ -94,10 +94,13 @@ func TestRelayFrozen(t *testing.T) {
 			// batch: its completion was refused by the fence, or (when the
 			// freeze caught the completion in flight, its deadline passed
 			// meanwhile) it ran out of lease and kept the outcomes for its
-			// rescue, which finds the events taken over.
+			// rescue, which finds the events taken over, or (when it froze
+			// while delivering) it gave up the deliveries that had not
+			// returned by the end of their lease.
 			log, _ := os.ReadFile(frozen.Log())
 			refused := strings.Count(string(log), "took events over (their lease had expired) before their completion") +
-				strings.Count(string(log), "before their late outcomes were recorded")
+				strings.Count(string(log), "before their late outcomes were recorded") +
+				strings.Count(string(log), "deliveries did not return by the end of their lease")
 			expired := strings.Count(string(log), "outcomes failed within its lease")
 			if refused+expired == 0 {
 				t.Errorf("the frozen relay logged neither a refused completion nor one past its lease; its log:\n%s", log)
