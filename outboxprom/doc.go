@@ -16,7 +16,8 @@
 // and named the OpenTelemetry-to-Prometheus way: the relay's counters
 // outbox_events_claimed_total, outbox_events_published_total,
 // outbox_events_failed_total, outbox_events_dead_total,
-// outbox_events_released_total and outbox_leases_lost_total (labels
+// outbox_events_released_total, outbox_events_rescued_total and
+// outbox_leases_lost_total (labels
 // outbox_table and outbox_event_type), the histograms
 // outbox_publish_duration_seconds and outbox_event_lag_seconds, and the
 // gauges outbox_events_pending and outbox_events_oldest_pending_age_seconds,
