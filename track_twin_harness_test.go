@@ -64,11 +64,19 @@ type TwinBox struct {
 	Items []TwinItem
 }
 
-func (b *TwinBox) AfterCreate(tx *gorm.DB) error {
+func (b *TwinBox) AfterCreate(tx *gorm.DB) error { return b.hook(tx, "created") }
+
+// AfterUpdate writes a TwinNote when the label starts with "hook".
+func (b *TwinBox) AfterUpdate(tx *gorm.DB) error { return b.hook(tx, "updated") }
+
+// AfterDelete writes a TwinNote when the label starts with "hook".
+func (b *TwinBox) AfterDelete(tx *gorm.DB) error { return b.hook(tx, "deleted") }
+
+func (b *TwinBox) hook(tx *gorm.DB, op string) error {
 	if !strings.HasPrefix(b.Label, "hook") {
 		return nil
 	}
-	return tx.Create(&TwinNote{State: "from " + b.Label}).Error
+	return tx.Create(&TwinNote{State: op + " " + b.Label}).Error
 }
 
 // TwinItem belongs to a TwinBox.
@@ -124,6 +132,14 @@ func rot13(s string) string {
 
 func init() { schema.RegisterSerializer("twin_rot13", twinRot13{}) }
 
+// TwinSlug has a key the database assigns and another unique column: an
+// upsert that conflicts on the slug (Track's doc: reported as created).
+type TwinSlug struct {
+	ID    uint   `gorm:"primaryKey"`
+	Slug  string `gorm:"size:32;uniqueIndex"`
+	State string `gorm:"size:32"`
+}
+
 // TwinOwner is never tracked: a table for subqueries and joins.
 type TwinOwner struct {
 	Name   string `gorm:"primaryKey;size:32"`
@@ -141,6 +157,7 @@ var twinTracked = []struct {
 	{&TwinBox{}, nil},
 	{&TwinItem{}, nil},
 	{&TwinProfile{}, nil},
+	{&TwinSlug{}, nil},
 }
 
 // twinLog discards Track's warnings about the writes it cannot capture
@@ -180,7 +197,7 @@ func newTwin(t *testing.T, dialect string, open func(cfg *gorm.Config) *gorm.DB)
 		cfg.NowFunc = func() time.Time { return twinNow }
 		*db = open(cfg)
 		must(t, (*db).Use(&outbox.Plugin{AutoMigrate: true}))
-		must(t, (*db).AutoMigrate(&TwinDoc{}, &TwinNote{}, &TwinTag{}, &TwinBox{}, &TwinItem{}, &TwinProfile{}, &TwinOwner{}))
+		must(t, (*db).AutoMigrate(&TwinDoc{}, &TwinNote{}, &TwinTag{}, &TwinBox{}, &TwinItem{}, &TwinProfile{}, &TwinSlug{}, &TwinOwner{}))
 		if i == 0 {
 			for _, m := range twinTracked {
 				must(t, outbox.Track(*db, m.model, append(m.opts, outbox.TrackLogger(twinLog))...))
@@ -191,7 +208,7 @@ func newTwin(t *testing.T, dialect string, open func(cfg *gorm.Config) *gorm.DB)
 }
 
 // twinTables are the seeded tables, children first.
-var twinTables = []string{"twin_profiles", "twin_items", "twin_boxes", "twin_docs", "twin_notes", "twin_tags", "twin_owners"}
+var twinTables = []string{"twin_slugs", "twin_profiles", "twin_items", "twin_boxes", "twin_docs", "twin_notes", "twin_tags", "twin_owners"}
 
 // seed empties both databases' tables and writes the same rows to each,
 // leaving no event.
@@ -215,9 +232,10 @@ func (tw *twin) seed(t *testing.T) {
 			{ID: 1, Name: "ann", Prefs: map[string]string{"lang": "en"}, Tags: []string{"x"}, Seen: 1600000000, Secret: twinSecret{"open"}},
 			{ID: 2, Name: "bob", Prefs: map[string]string{"lang": "fr"}, Tags: []string{"y", "z"}, Seen: 1600000001, Secret: twinSecret{"shut"}},
 		}).Error)
+		must(t, db.Create(&[]TwinSlug{{ID: 1, Slug: "s1", State: "new"}, {ID: 2, Slug: "s2", State: "new"}}).Error)
 		must(t, db.Create(&TwinBox{ID: 1, Label: "one", Items: []TwinItem{{ID: 1, SKU: "x", Qty: 1}, {ID: 2, SKU: "y", Qty: 2}}}).Error)
 		if tw.dialect == testenv.Postgres {
-			for _, table := range []string{"twin_docs", "twin_notes", "twin_boxes", "twin_items", "twin_profiles"} {
+			for _, table := range []string{"twin_docs", "twin_notes", "twin_boxes", "twin_items", "twin_profiles", "twin_slugs"} {
 				must(t, db.Exec("SELECT setval(pg_get_serial_sequence('"+table+"', 'id'), 100)").Error)
 			}
 		}
@@ -233,7 +251,7 @@ type twinRows map[string]map[string]any
 // aggregate type.
 var twinModels = map[string]any{
 	"twin_doc": TwinDoc{}, "twin_note": TwinNote{}, "twin_tag": TwinTag{}, "twin_box": TwinBox{}, "twin_item": TwinItem{},
-	"twin_profile": TwinProfile{},
+	"twin_profile": TwinProfile{}, "twin_slug": TwinSlug{},
 }
 
 // dump reads every row of the tracked models (soft-deleted ones included).
