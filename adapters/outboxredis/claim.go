@@ -52,11 +52,15 @@ func (c *Consumer) adopt(ctx context.Context) (full bool, err error) {
 // delivery only for the message about to be handled), stopping when a
 // handler reports its transport unavailable. A message is due once idle
 // for the retry delay, or, in key order, once its predecessor is done.
+// The due messages are kept (keeper) from the listing until each is
+// handled, so that none is adopted by another consumer while the ones
+// before it run, and each is claimed only if it is still this consumer's.
 func (c *Consumer) retryOwn(ctx context.Context) (more, unavailable bool, err error) {
 	idle := c.cfg.retryDelay
 	if len(c.waiting) > 0 {
 		idle = min(idle, c.orderPoll())
 	}
+	listedAt := time.Now()
 	pending, err := c.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
 		Stream: c.stream, Group: c.group, Consumer: c.name, Idle: idle, Start: "-", End: "+", Count: c.cfg.count,
 	}).Result()
@@ -69,8 +73,16 @@ func (c *Consumer) retryOwn(ctx context.Context) (more, unavailable bool, err er
 	for _, p := range pending {
 		if p.Idle >= c.cfg.retryDelay || waiting[p.ID] {
 			due = append(due, p)
+			// Kept from here on, like a read batch: while the ones
+			// before it run, no other consumer adopts it.
+			c.keep.hold(listedAt.Add(-p.Idle), p.ID)
 		}
 	}
+	defer func() {
+		for _, p := range due {
+			c.keep.drop(p.ID)
+		}
+	}()
 	entries, err := c.orderFields(ctx, due)
 	if err != nil {
 		return false, false, err
@@ -85,7 +97,7 @@ func (c *Consumer) retryOwn(ctx context.Context) (more, unavailable bool, err er
 			continue
 		}
 		claimedAt := time.Now()
-		m, excused, ok, err := c.claimOne(ctx, p.ID, idle)
+		m, excused, ok, err := c.claimOne(ctx, p.ID)
 		if err != nil {
 			return false, false, err
 		}
@@ -95,7 +107,7 @@ func (c *Consumer) retryOwn(ctx context.Context) (more, unavailable bool, err er
 		handled++
 		c.keep.hold(claimedAt, p.ID)
 		unavailable := c.process(ctx, m, p.RetryCount+1, excused)
-		c.keep.drop(p.ID)
+		c.keep.drop(p.ID) // settled, or left for its retry delay
 		if unavailable {
 			return false, true, nil
 		}

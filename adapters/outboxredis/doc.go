@@ -102,7 +102,8 @@
 //
 // Each consumer handles one message at a time; run more consumers, each
 // under its own stable name, to share a stream. While a consumer holds
-// messages (those of a read waiting behind the one being handled, and that
+// messages (those of a read, or of its own pending list taken for a retry
+// or after an adoption, waiting behind the one being handled, and that
 // one while its handler runs) it resets their idle time every third of
 // the min idle time, each only if it is still its own (XPENDING, then
 // XCLAIM … JUSTID, in one script), so that another consumer's XAUTOCLAIM
@@ -112,7 +113,10 @@
 // crashes or is frozen stops doing so, and the others adopt its messages
 // after the min idle time; one that was frozen that long checks, before it
 // runs or acknowledges a message it held, that the message is still its
-// own, and leaves it to the consumer that adopted it otherwise.
+// own, and leaves it to the consumer that adopted it otherwise. A retry
+// claims a message again (XCLAIM) only while it is still the consumer's
+// own, in one script: XCLAIM alone would take it from a consumer that
+// adopted it and runs it.
 //
 // # Dead here is not dead in the outbox
 //

@@ -2,7 +2,6 @@ package outboxredis
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -68,27 +67,6 @@ func (c *Consumer) excuse(ctx context.Context, ids ...string) {
 	if _, err := pipe.Exec(actx); err != nil {
 		c.log.Warn("outboxredis: cannot record deliveries that do not count; they will", "entries", len(ids), "error", err)
 	}
-}
-
-// claimOne delivers id to this consumer again (XCLAIM, which counts a
-// delivery) if it has been idle for minIdle, and reads its excused
-// deliveries. ok is false when the entry is no longer pending, was
-// deleted, or was claimed by another consumer meanwhile.
-func (c *Consumer) claimOne(ctx context.Context, id string, minIdle time.Duration) (m redis.XMessage, excused int64, ok bool, err error) {
-	pipe := c.rdb.Pipeline()
-	claim := pipe.XClaim(ctx, &redis.XClaimArgs{
-		Stream: c.stream, Group: c.group, Consumer: c.name, MinIdle: minIdle, Messages: []string{id},
-	})
-	get := pipe.HGet(ctx, c.excusedKey, id)
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return m, 0, false, fmt.Errorf("outboxredis: XCLAIM %s %s: %w", c.stream, id, err)
-	}
-	msgs := claim.Val()
-	if len(msgs) == 0 {
-		return m, 0, false, nil
-	}
-	excused, _ = get.Int64() // none recorded: 0
-	return msgs[0], excused, true, nil
 }
 
 // ids returns the entry ids of msgs.
