@@ -25,6 +25,9 @@ const (
 	EventType       = attribute.Key("cloudevents.event_type")
 	EventSource     = attribute.Key("cloudevents.event_source")
 	EventAttempt    = attribute.Key("outbox.event.attempt")
+	// DeliveryAttempt is a consumer's count of its counted runs of a
+	// message (consume.Delivery.Attempt), not the relay's.
+	DeliveryAttempt = attribute.Key("outbox.delivery.attempt")
 )
 
 // The attributes of one messaging system, named by its semantic
