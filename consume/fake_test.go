@@ -114,10 +114,10 @@ func (f *fake) settlements(id string) []settlement {
 	return out
 }
 
-func (m *fakeMsg) Envelope() (*outbox.Envelope, error) { return outbox.DecodeEnvelope(m.data) }
-func (m *fakeMsg) Begin(context.Context) (Start, error)  { return m.start, nil }
-func (m *fakeMsg) Delivery() Delivery                    { return Delivery{Attempt: m.attempt, Details: m.id} }
-func (m *fakeMsg) Ack(context.Context) error             { return m.f.record(settlement{id: m.id, kind: "ack"}) }
+func (m *fakeMsg) Envelope() (*outbox.Envelope, error)  { return outbox.DecodeEnvelope(m.data) }
+func (m *fakeMsg) Begin(context.Context) (Start, error) { return m.start, nil }
+func (m *fakeMsg) Delivery() Delivery                   { return Delivery{Attempt: m.attempt, Details: m.id} }
+func (m *fakeMsg) Ack(context.Context) error            { return m.f.record(settlement{id: m.id, kind: "ack"}) }
 func (m *fakeMsg) Retry(_ context.Context, d time.Duration, counted bool) error {
 	return m.f.record(settlement{id: m.id, kind: "retry", delay: d, counted: counted})
 }

@@ -56,9 +56,11 @@ func duplicatesAtOnce(t *testing.T, h *Harness) {
 }
 
 // publishTwice publishes every event twice.
-type publishTwice struct{ pub interface {
-	Publish(ctx context.Context, e *outbox.Envelope) error
-} }
+type publishTwice struct {
+	pub interface {
+		Publish(ctx context.Context, e *outbox.Envelope) error
+	}
+}
 
 func (p publishTwice) Publish(ctx context.Context, e *outbox.Envelope) error {
 	if err := p.pub.Publish(ctx, e); err != nil {

@@ -96,7 +96,7 @@ func (t memTransport) Receive(ctx context.Context) ([]consume.Message, error) {
 	return out, nil
 }
 
-func (m *memMsg) Envelope() (*outbox.Envelope, error)        { return outbox.DecodeEnvelope(m.data) }
+func (m *memMsg) Envelope() (*outbox.Envelope, error)          { return outbox.DecodeEnvelope(m.data) }
 func (m *memMsg) Begin(context.Context) (consume.Start, error) { return consume.Run, nil }
 func (m *memMsg) Delivery() consume.Delivery                   { return consume.Delivery{Attempt: m.attempts + 1} }
 func (m *memMsg) Ack(context.Context) error                    { return nil }
