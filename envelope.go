@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ErrInvalidEnvelope is wrapped by every error of DecodeEnvelope.
@@ -21,10 +22,10 @@ const DefaultSource = "gorm-outbox"
 //
 // Its JSON form (MarshalJSON, DecodeEnvelope) is a CloudEvents 1.0 event in
 // structured mode: id, source, type, subject, time, datacontenttype and
-// data (or data_base64 when the payload is not JSON), with the extensions
-// aggregatetype, aggregateid, partitionkey, tenantid, topic, eventversion,
-// attempt, traceparent and tracestate, and the other headers as the
-// JSON-object string extension headers.
+// data (or data_base64 when the payload is not JSON or not UTF-8), with
+// the extensions aggregatetype, aggregateid, partitionkey, tenantid,
+// topic, eventversion, attempt, traceparent and tracestate, and the other
+// headers as the JSON-object string extension headers.
 type Envelope struct {
 	ID            string
 	Type          string
@@ -124,7 +125,9 @@ func (e *Envelope) MarshalJSON() ([]byte, error) {
 		ce.Time = &t
 	}
 	if len(e.Payload) > 0 {
-		if strings.Contains(ce.DataContentType, "json") && json.Valid(e.Payload) {
+		// json.Valid takes bytes that are not UTF-8 inside strings; as
+		// data they would make the event JSON that is not UTF-8.
+		if strings.Contains(ce.DataContentType, "json") && utf8.Valid(e.Payload) && json.Valid(e.Payload) {
 			ce.Data = e.Payload
 		} else {
 			ce.DataBase64 = base64.StdEncoding.EncodeToString(e.Payload)

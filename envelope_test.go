@@ -64,6 +64,25 @@ func TestEnvelopeBinaryPayload(t *testing.T) {
 	}
 }
 
+// A payload that json.Valid accepts but that is not UTF-8 (a JSON string
+// holding the byte 0xff, as a json.RawMessage given to Emit may be) is
+// data_base64: as data, the CloudEvent was not UTF-8, which JSON requires
+// (the CLI's escaped output turned it into \xff, which no decoder reads).
+// It decodes to the same bytes.
+func TestEnvelopeJSONPayloadNotUTF8(t *testing.T) {
+	e := &outbox.Envelope{ID: "j", Type: "t", Payload: []byte("{\"s\":\"a\xffb\"}")}
+	b, err := json.Marshal(e)
+	must(t, err)
+	if !utf8.Valid(b) || !bytes.Contains(b, []byte(`"data_base64":`)) {
+		t.Errorf("a JSON payload that is not UTF-8 encoded as %q", b)
+	}
+	back, err := outbox.DecodeEnvelope(b)
+	must(t, err)
+	if !bytes.Equal(back.Payload, e.Payload) {
+		t.Errorf("decoded payload %q, want %q", back.Payload, e.Payload)
+	}
+}
+
 func TestDecodeEnvelopeRejectsMalformedInput(t *testing.T) {
 	for _, in := range []string{
 		``, `null`, `[]`, `{`, `"x"`,

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -130,6 +132,49 @@ func TestDeadReplayCountsDistinctIDs(t *testing.T) {
 			r = cmd(t, u, "dead", "replay", "--id", "y", "--id", "nope", "--id", "nope", "--id", "x", "--yes").ok(t)
 			if !strings.Contains(r.stdout, "replayed 1 dead event(s)") || !strings.Contains(r.stdout, "2 of the 3 distinct ids were not dead") {
 				t.Errorf("dead replay of y, nope twice and x: %q", r.stdout)
+			}
+		})
+	}
+}
+
+// A payload that is JSON but not UTF-8 (a json.RawMessage given to Emit,
+// which json.Valid accepts) keeps the JSON output JSON: show --json and
+// the stdout publisher's CloudEvents lines carry it as base64, exactly,
+// where the escaping of the output turned its bytes into \xff, which no
+// JSON decoder reads.
+func TestJSONOutputOfANonUTF8Payload(t *testing.T) {
+	payload := "\"a\xffb\u0085\u202e\""
+	for _, d := range testenv.Dialects {
+		t.Run(d, func(t *testing.T) {
+			u, db := cliDB(t, d)
+			cmd(t, u, "migrate").ok(t)
+			err := db.Transaction(func(tx *gorm.DB) error {
+				return outbox.Emit(tx, outbox.Event{ID: "bin", Type: "cli.test", Payload: json.RawMessage(payload)})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := cmd(t, u, "show", "--json", "bin").ok(t)
+			noRawControl(t, "show --json", r)
+			var e struct {
+				Payload         string `json:"payload"`
+				PayloadEncoding string `json:"payload_encoding"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &e); err != nil {
+				t.Fatalf("show --json is not JSON: %v\n%s", err, r.stdout)
+			}
+			if b, err := base64.StdEncoding.DecodeString(e.Payload); err != nil || string(b) != payload || e.PayloadEncoding != "base64" {
+				t.Errorf("show --json: payload %q (%s), want the bytes %q as base64", e.Payload, e.PayloadEncoding, payload)
+			}
+			r = cmd(t, u, "dispatch-once", "--to", "stdout").ok(t)
+			noRawControl(t, "dispatch-once --to stdout", r)
+			first, _, _ := strings.Cut(r.stdout, "\n")
+			env, err := outbox.DecodeEnvelope([]byte(first))
+			if err != nil {
+				t.Fatalf("dispatch-once --to stdout printed a line that is not a CloudEvent: %v\n%s", err, r.stdout)
+			}
+			if string(env.Payload) != payload {
+				t.Errorf("the CloudEvent's payload is %q, want %q", env.Payload, payload)
 			}
 		})
 	}

@@ -108,7 +108,7 @@ func toEventJSON(e *outbox.OutboxEvent) eventJSON {
 		out.Headers = map[string]string{"(undecodable headers)": string(e.Headers)}
 	}
 	switch {
-	case len(e.Payload) > 0 && json.Valid(e.Payload):
+	case len(e.Payload) > 0 && utf8.Valid(e.Payload) && json.Valid(e.Payload): // json.Valid takes bytes that are not UTF-8 in strings
 		out.Payload, out.PayloadEncoding = json.RawMessage(e.Payload), "json"
 	case utf8.Valid(e.Payload):
 		out.Payload, out.PayloadEncoding = string(e.Payload), "text"
