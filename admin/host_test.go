@@ -1,6 +1,8 @@
 package admin_test
 
 import (
+	"bytes"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -112,6 +114,29 @@ func TestAllowedHostsValidated(t *testing.T) {
 	for _, bad := range []string{"", "a b", "http://x", "x/y", "*.example.com", "x:port", "[::1", "x:99999"} {
 		if _, err := admin.NewHandler(db, admin.WithAllowedHosts(bad)); err == nil || !strings.Contains(err.Error(), "allowed host") {
 			t.Errorf("WithAllowedHosts(%q): %v, want an error", bad, err)
+		}
+	}
+}
+
+// NewHandler warns when it authenticates nobody (no WithMiddleware), and
+// not when it has a middleware.
+func TestNewHandlerWarnsWithoutAuthentication(t *testing.T) {
+	db := testenv.Open(t, testenv.SQLite)
+	must(t, outbox.Migrate(db))
+	for _, c := range []struct {
+		name string
+		opts []admin.Option
+		warn bool
+	}{
+		{"no middleware", nil, true},
+		{"any host", []admin.Option{admin.WithAllowedHosts("*")}, true},
+		{"basic auth", []admin.Option{admin.WithMiddleware(admin.BasicAuth("ops", "pw"))}, false},
+	} {
+		var logs bytes.Buffer
+		newHandler(t, db, append(c.opts, admin.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))...)
+		warned := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "without authentication")
+		if warned != c.warn {
+			t.Errorf("%s: warned %v, want %v:\n%s", c.name, warned, c.warn, logs.String())
 		}
 	}
 }
