@@ -14,7 +14,7 @@ import (
 // A minute with more publications than the count reads is extrapolated
 // from the rate of the first ones, and flagged: 2,000 published evenly in
 // a minute, read 500 at most, are about 2,000, estimated. (The real limit
-// is 50,000; a test's Inspector lowers it.)
+// is 20,000; a test's Inspector lowers it.)
 func TestThroughputEstimatesBeyondTheLimit(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, db *gorm.DB) {
 		if err := db.Use(&outbox.Plugin{AutoMigrate: true}); err != nil {

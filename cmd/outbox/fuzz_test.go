@@ -3,12 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/internal/testenv"
 )
 
@@ -17,8 +22,8 @@ var fuzzCommands = []string{"migrate", "relay", "dispatch-once", "dead list", "d
 
 // unsafeFlags are the flags a fuzzed command line may not set: where the
 // command connects or listens (the fuzzer must not create files, reach
-// servers or take ports of its choosing).
-var unsafeFlags = []string{"db", "driver", "listen", "metrics-addr", "redis"}
+// servers or take ports of its choosing), brokers included.
+var unsafeFlags = []string{"db", "driver", "listen", "metrics-addr", "redis", "amqp-url", "nats-url", "kafka-brokers"}
 
 // sanitize drops the unsafe flags (and their values) from args.
 func sanitize(args []string) []string {
@@ -64,6 +69,11 @@ func FuzzCLI(f *testing.F) {
 		run(context.Background(), []string{"migrate"}, newCLI(nil, &bytes.Buffer{}, &bytes.Buffer{}, func(string) string { return u }))
 		insertHostile(f, db, "ok-1\n9999  forged-row")
 		emit(f, db, "p1", "p2")
+		if err := db.Transaction(func(tx *gorm.DB) error {
+			return outbox.Emit(tx, outbox.Event{ID: "bin", Type: "cli.test", Payload: json.RawMessage("\"a\xff\u0085\"")})
+		}); err != nil {
+			f.Fatal(err)
+		}
 		urls[d] = u
 	}
 	for _, seed := range [][]string{
@@ -80,6 +90,8 @@ func FuzzCLI(f *testing.F) {
 		{"dispatch-once", "--to", "\x1b]0;x\x07"}, {"relay", "--to", "stdout", "--log-format", "json"},
 		{"admin", "--prefix", "/\x1b"}, {"admin", "--allow-host", "\u202e"}, {"help", "show"}, {"help"},
 		{"\x1b[2Jfrobnicate"}, {"stats", "--\x1b[31mbogus"}, {"stats", "--timeout", "1ns"},
+		{"show", "bin", "--json"}, {"dispatch-once", "--to", "stdout", "--json"}, {"dispatch-once", "--to", "amqp", "--amqp-url", "amqp://evil:5672/"},
+		{"dispatch-once", "--to", "nats", "--subject", "\x1b"}, {"relay", "--to", "kafka", "--kafka-brokers", "evil:9092", "--kafka-layout", "\x00"},
 	} {
 		// The command is one byte (an index of fuzzCommands, the raw
 		// first argument past them), so that mutations keep reaching the
@@ -119,8 +131,65 @@ func FuzzCLI(f *testing.F) {
 					t.Fatalf("%s: outbox %q: %s holds the raw control character %q:\n%q", d, args, out.name, c, out.s)
 				}
 			}
+			// A database refusing a value (a data exception) is a parameter
+			// that was not checked before the statement.
+			for _, refusal := range []string{"SQLSTATE 22", "Error 1366", "Error 1292", "Error 1406"} {
+				if strings.Contains(stderr.String(), refusal) {
+					t.Fatalf("%s: outbox %q: the database refused a value that was not checked:\n%s", d, args, stderr.String())
+				}
+			}
+			if code == 0 && wantsJSON(args) {
+				checkJSONStream(t, d, args, stdout.String())
+			}
 		}
 	})
+}
+
+// wantsJSON reports whether args are a command with a JSON output asking
+// for it plainly: --json given once, before any "--", no other value of
+// it, no help.
+func wantsJSON(args []string) bool {
+	if len(args) == 0 || !slices.Contains([]string{"dead", "show", "redeliver", "stats", "dispatch-once", "purge"}, args[0]) ||
+		(args[0] == "dead" && (len(args) < 2 || (args[1] != "list" && args[1] != "replay"))) {
+		return false
+	}
+	n := 0
+	for i, a := range args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case a == "--":
+			return false
+		case a == "--json" || a == "-json":
+			// the value of the flag before it?
+			if prev := args[i-1]; strings.HasPrefix(prev, "-") && !strings.Contains(prev, "=") && !slices.Contains(boolFlags, strings.TrimLeft(prev, "-")) {
+				return false
+			}
+			n++
+		case strings.HasPrefix(a, "-") && (name == "json" || name == "h" || name == "help"):
+			return false
+		}
+	}
+	return n == 1
+}
+
+// boolFlags are the CLI's flags that take no value.
+var boolFlags = []string{"all", "attempt-log", "dead", "json", "no-listen", "read-only", "single-active", "wide", "yes"}
+
+// checkJSONStream fails unless out is a stream of JSON values (what
+// --json prints, after the stdout publisher's CloudEvents lines).
+func checkJSONStream(t *testing.T, d string, args []string, out string) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(out))
+	for {
+		var v any
+		err := dec.Decode(&v)
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: outbox %q printed what is not JSON (%v):\n%q", d, args, err, out)
+		}
+	}
 }
 
 // A command closes the connections it opened when it returns, so that
