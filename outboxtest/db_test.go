@@ -33,7 +33,7 @@ func TestDB(t *testing.T) {
 			outboxtest.RequireEmitted(t, db, outbox.Event{Type: "order.created", AggregateID: "1"})
 			mux := newMux(t, db) // its table was migrated by DB
 			handled := 0
-			must(t, mux.Handle("order.created", "count", func(context.Context, *outbox.Envelope) error { handled++; return nil }))
+			must(t, mux.HandleFunc("order.created", "count", func(context.Context, *outbox.Envelope) error { handled++; return nil }))
 			if res := outboxtest.Drain(t, db, mux); res.Published != 1 || handled != 1 {
 				t.Errorf("drained %+v, handled %d", res, handled)
 			}

@@ -30,7 +30,7 @@ func TestDrain(t *testing.T) {
 			mu.Unlock()
 			return outbox.Emit(tx, outbox.Event{Type: "invoice.issued", AggregateType: "invoice", AggregateID: e.AggregateID})
 		}))
-		must(t, mux.Handle("invoice.issued", "mail", func(ctx context.Context, e *outbox.Envelope) error {
+		must(t, mux.HandleFunc("invoice.issued", "mail", func(ctx context.Context, e *outbox.Envelope) error {
 			mu.Lock()
 			handled = append(handled, e.Type+" "+e.AggregateID)
 			mu.Unlock()

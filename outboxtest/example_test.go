@@ -10,6 +10,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/inproc"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/outboxtest"
 	"github.com/gormoutbox/outbox/relay"
@@ -54,7 +55,7 @@ func Example() {
 	// Run the application's handlers, synchronously.
 	store, _ := idempotency.NewStore(db) // its table: migrated by outboxtest.DB
 	mux := inproc.NewMux(store)
-	_ = mux.Handle("invoice.issued", "mail", inproc.HandlerOf(func(ctx context.Context, p struct{ Customer string }) error {
+	_ = mux.Handle("invoice.issued", "mail", consume.HandlerOf(func(ctx context.Context, p struct{ Customer string }) error {
 		fmt.Println("mailing the invoice to", p.Customer)
 		return nil
 	}))

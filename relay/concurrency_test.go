@@ -34,7 +34,7 @@ func TestManyRelaysDeliverEveryEventOnce(t *testing.T) {
 		var mu sync.Mutex
 		counts := make(map[string]int, n)
 		var handled atomic.Int64
-		must(t, mux.Handle("test.event", "count", func(_ context.Context, e *outbox.Envelope) error {
+		must(t, mux.HandleFunc("test.event", "count", func(_ context.Context, e *outbox.Envelope) error {
 			mu.Lock()
 			counts[e.ID]++
 			mu.Unlock()

@@ -97,6 +97,14 @@ func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline
 	d := &delivery{r: r, ctx: ctx, pctx: pctx, batchSpan: trace.SpanFromContext(ctx), envs: envs,
 		errs: make([]error, len(envs)), took: make([]time.Duration, len(envs)), state: make([]atomic.Int32, len(envs))}
 	d.runs = keyRuns(rows, envOf)
+	if r.batchPub == nil {
+		d.maxAttempts = make([]int, len(envs))
+		for i, j := range envOf {
+			if j >= 0 {
+				d.maxAttempts[j] = r.maxAttempts(&rows[i])
+			}
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

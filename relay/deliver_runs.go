@@ -30,6 +30,9 @@ type delivery struct {
 	state []atomic.Int32
 	errs  []error
 	took  []time.Duration
+	// maxAttempts is each envelope's most attempts, for MaxAttemptsOf
+	// (Publish only).
+	maxAttempts []int
 }
 
 // The states of an envelope's delivery.
@@ -125,6 +128,7 @@ func (d *delivery) publishOne(j int) (err error, ok bool) {
 		return nil, false
 	}
 	dctx, span, e := d.r.trace.deliverySpan(d.pctx, d.batchSpan, d.envs[j])
+	dctx = context.WithValue(dctx, maxAttemptsKey{}, d.maxAttempts[j])
 	began := time.Now()
 	err = d.r.publish(dctx, e)
 	d.end(j, span, time.Since(began), err)

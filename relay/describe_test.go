@@ -22,7 +22,7 @@ func TestAdaptersDescribeThemselves(t *testing.T) {
 	defer rdb.Close()
 	mux := inproc.NewMux(nil)
 	for _, typ := range []string{"order.paid", "order.created"} {
-		if err := mux.Handle(typ, "mail", func(context.Context, *outbox.Envelope) error { return nil }); err != nil {
+		if err := mux.HandleFunc(typ, "mail", func(context.Context, *outbox.Envelope) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}

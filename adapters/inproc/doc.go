@@ -3,7 +3,7 @@
 //
 //	store, _ := idempotency.NewStore(db)
 //	mux := inproc.NewMux(store)
-//	mux.Handle("order.created", "send-receipt", sendReceipt)
+//	mux.Handle("order.created", "send-receipt", sendReceipt) // a consume.Handler
 //	mux.HandleTx("order.created", "update-stats", func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
 //		return tx.Exec("UPDATE stats SET orders = orders + 1").Error // commits with its record: exactly once
 //	})
@@ -27,25 +27,33 @@
 // frees the key), Publish returns outbox.Snooze wrapping
 // idempotency.ErrInProgress: the relay delivers the event again after
 // WithInProgressDelay without spending an attempt. A handler that panics
-// fails (ErrHandlerPanic, retried like any failure); the panic is logged
-// with the handler's name.
+// fails (consume.ErrHandlerPanic, retried like any failure); the panic is
+// logged with the handler's name.
 //
-// HandlerOf and TxHandlerOf adapt a function of the payload decoded into a
-// Go type, with the envelope in its context (EnvelopeFrom):
+// Handlers are those of package consume, the one vocabulary of every
+// adapter: a handler written for a broker's consumer runs here unchanged,
+// and back. consume.HandlerOf and consume.TxHandlerOf adapt a function of
+// the payload decoded into a Go type, with the envelope in its context
+// (consume.EnvelopeFrom):
 //
-//	mux.Handle("order.created", "send-receipt", inproc.HandlerOf(func(ctx context.Context, o Order) error { … }))
+//	mux.Handle("order.created", "send-receipt", consume.HandlerOf(func(ctx context.Context, o Order) error { … }))
 //
-// A payload that does not decode into the type fails with ErrBadPayload,
+// consume.DeliveryFrom gives a handler the relay's count: Attempt is the
+// envelope's, MaxAttempts the most the relay gives the event
+// (relay.MaxAttemptsOf), so that LastAttempt says whether a failure now
+// makes the event dead. A payload that does not decode into the type fails
+// with consume.ErrBadPayload,
 // marked outbox.Permanent: the event is dead in the outbox at once
 // (unless another handler of its type failed and can succeed on a retry).
 //
 // Given an outbox.Registry, NewMux(store, WithRegistry(reg)) upcasts and
-// checks each event before its handlers (a failed check: ErrBadPayload,
-// Permanent), and HandlerOf(fn, Registered(reg)) requires the handler's
-// type to be the one registered for the event's type and version, so that
-// a handler written for version 3 receives version 1 and 2 events upcast.
+// checks each event before its handlers (a failed check:
+// consume.ErrBadPayload, Permanent), and consume.HandlerOf(fn,
+// consume.Registered(reg)) requires the handler's type to be the one
+// registered for the event's type and version, so that a handler written
+// for version 3 receives version 1 and 2 events upcast.
 //
-// Unlike the asynq and Redis adapters, whose consumers run after the
+// Unlike the consumers of the broker adapters, which run after the
 // relay's work is done, the handlers here run inside the relay's delivery:
 // a handler's failure is the event's (retried with the relay's backoff,
 // dead in the outbox after its attempts, listed by `outbox dead list`),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/inproc"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/internal/testenv"
 )
@@ -49,11 +50,11 @@ func ExampleRegistered() {
 		log.Fatal(err)
 	}
 	mux := inproc.NewMux(store, inproc.WithRegistry(reg))
-	err = mux.Handle("order.placed", "receipt", inproc.HandlerOf(func(ctx context.Context, o OrderPlacedV2) error {
-		e, _ := inproc.EnvelopeFrom(ctx)
+	err = mux.Handle("order.placed", "receipt", consume.HandlerOf(func(ctx context.Context, o OrderPlacedV2) error {
+		e, _ := consume.EnvelopeFrom(ctx)
 		fmt.Printf("event %s (v%d): order %d, %d cents\n", e.ID, e.Version, o.OrderID, o.Cents)
 		return nil
-	}, inproc.Registered(reg)))
+	}, consume.Registered(reg)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -64,5 +65,5 @@ func ExampleRegistered() {
 	fmt.Println(outbox.IsPermanent(err), err)
 	// Output:
 	// event evt-1 (v2): order 42, 0 cents
-	// true permanent: inproc: payload does not decode: event evt-2 (order.placed v2): outbox: invalid event: Payload: does not match order.placed v2 (inproc_test.OrderPlacedV2): json: cannot unmarshal string into Go struct field OrderPlacedV2.cents of type int
+	// true permanent: consume: payload does not decode: event evt-2 (order.placed v2): outbox: invalid event: Payload: does not match order.placed v2 (inproc_test.OrderPlacedV2): json: cannot unmarshal string into Go struct field OrderPlacedV2.cents of type int
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/inproc"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/internal/testenv"
 )
@@ -39,15 +40,15 @@ func ExampleHandlerOf() {
 		log.Fatal(err)
 	}
 	mux := inproc.NewMux(store)
-	err = mux.Handle("order.placed", "receipt", inproc.HandlerOf(func(ctx context.Context, o OrderPlaced) error {
-		e, _ := inproc.EnvelopeFrom(ctx)
+	err = mux.Handle("order.placed", "receipt", consume.HandlerOf(func(ctx context.Context, o OrderPlaced) error {
+		e, _ := consume.EnvelopeFrom(ctx)
 		fmt.Printf("event %s: receipt for order %d to %s\n", e.ID, o.OrderID, o.Email)
 		return nil
 	}))
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = mux.HandleTx("order.placed", "stats", inproc.TxHandlerOf(func(ctx context.Context, tx *gorm.DB, o OrderPlaced) error {
+	err = mux.HandleTx("order.placed", "stats", consume.TxHandlerOf(func(ctx context.Context, tx *gorm.DB, o OrderPlaced) error {
 		return tx.Exec("SELECT ?", o.OrderID).Error // writes commit with the handler's record
 	}))
 	if err != nil {
@@ -57,7 +58,7 @@ func ExampleHandlerOf() {
 	ctx := context.Background()
 	fmt.Println(mux.Publish(ctx, &outbox.Envelope{ID: "evt-1", Type: "order.placed", Payload: []byte(`{"order_id":42,"email":"ann@example.com"}`)}))
 	err = mux.Publish(ctx, &outbox.Envelope{ID: "evt-2", Type: "order.placed", Payload: []byte(`{"order_id":"forty-two"}`)})
-	fmt.Println("bad payload:", errors.Is(err, inproc.ErrBadPayload), "permanent:", outbox.IsPermanent(err))
+	fmt.Println("bad payload:", errors.Is(err, consume.ErrBadPayload), "permanent:", outbox.IsPermanent(err))
 	// Output:
 	// event evt-1: receipt for order 42 to ann@example.com
 	// <nil>

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/inproc"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
@@ -32,7 +33,7 @@ func TestHeldKeyDoesNotSpendAttempts(t *testing.T) {
 		must(t, store.Migrate(t.Context()))
 		mux := inproc.NewMux(store, inproc.WithInProgressDelay(100*time.Millisecond))
 		var calls atomic.Int64
-		must(t, mux.Handle("order.created", "receipt", func(context.Context, *outbox.Envelope) error { calls.Add(1); return nil }))
+		must(t, mux.HandleFunc("order.created", "receipt", func(context.Context, *outbox.Envelope) error { calls.Add(1); return nil }))
 		must(t, db.Transaction(func(tx *gorm.DB) error {
 			return outbox.Emit(tx, outbox.Event{ID: "ord-1", Type: "order.created", MaxAttempts: 3})
 		}))
@@ -77,7 +78,7 @@ func TestHeldKeyDoesNotSpendAttempts(t *testing.T) {
 func TestHeldKeySnoozes(t *testing.T) {
 	eachMux(t, func(t *testing.T, _ *gorm.DB, mux *inproc.Mux) {
 		release, running := make(chan struct{}), make(chan struct{})
-		must(t, mux.Handle("t", "slow", func(context.Context, *outbox.Envelope) error {
+		must(t, mux.HandleFunc("t", "slow", func(context.Context, *outbox.Envelope) error {
 			close(running)
 			<-release
 			return nil
@@ -93,7 +94,7 @@ func TestHeldKeySnoozes(t *testing.T) {
 		close(release)
 		must(t, <-first)
 
-		must(t, mux.Handle("t2", "fails", func(context.Context, *outbox.Envelope) error { return errors.New("smtp down") }))
+		must(t, mux.HandleFunc("t2", "fails", func(context.Context, *outbox.Envelope) error { return errors.New("smtp down") }))
 		if _, ok := outbox.SnoozeDelay(mux.Publish(t.Context(), &outbox.Envelope{ID: "e2", Type: "t2"})); ok {
 			t.Error("an ordinary failure was snoozed")
 		}
@@ -110,8 +111,8 @@ func TestHandlerPanicNamesTheHandler(t *testing.T) {
 		var logs bytes.Buffer
 		var mu sync.Mutex
 		mux := inproc.NewMux(store, inproc.WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))))
-		must(t, mux.Handle("t", "calm", func(context.Context, *outbox.Envelope) error { return nil }))
-		must(t, mux.Handle("t", "send-receipt", func(context.Context, *outbox.Envelope) error { panic("nil map") }))
+		must(t, mux.HandleFunc("t", "calm", func(context.Context, *outbox.Envelope) error { return nil }))
+		must(t, mux.HandleFunc("t", "send-receipt", func(context.Context, *outbox.Envelope) error { panic("nil map") }))
 		must(t, mux.HandleTx("t", "ledger", func(context.Context, *gorm.DB, *outbox.Envelope) error { panic("bad row") }))
 
 		err = func() (err error) {
@@ -122,7 +123,7 @@ func TestHandlerPanicNamesTheHandler(t *testing.T) {
 			}()
 			return mux.Publish(t.Context(), &outbox.Envelope{ID: "e1", Type: "t"})
 		}()
-		if !errors.Is(err, inproc.ErrHandlerPanic) || outbox.IsPermanent(err) ||
+		if !errors.Is(err, consume.ErrHandlerPanic) || outbox.IsPermanent(err) ||
 			!strings.Contains(err.Error(), "handler send-receipt") || !strings.Contains(err.Error(), "handler ledger") {
 			t.Fatalf("err = %v; want a retryable ErrHandlerPanic naming both handlers", err)
 		}
@@ -136,7 +137,7 @@ func TestHandlerPanicNamesTheHandler(t *testing.T) {
 		}
 		// The keys were released: a redelivery runs the handlers again.
 		err = mux.Publish(t.Context(), &outbox.Envelope{ID: "e1", Type: "t"})
-		if !errors.Is(err, inproc.ErrHandlerPanic) {
+		if !errors.Is(err, consume.ErrHandlerPanic) {
 			t.Errorf("redelivery: %v", err)
 		}
 	})

@@ -14,19 +14,12 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/internal/adapterkit"
 	"github.com/gormoutbox/outbox/internal/optionerr"
+	"github.com/gormoutbox/outbox/relay"
 )
-
-// HandlerFunc handles one event. Its error follows the relay's rules:
-// outbox.Permanent for a failure that retrying cannot fix, anything else
-// for a retry.
-type HandlerFunc func(ctx context.Context, e *outbox.Envelope) error
-
-// TxHandlerFunc handles one event inside a database transaction, in which
-// its idempotency record commits too.
-type TxHandlerFunc func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error
 
 // ErrInvalidHandler is returned (wrapped) by Handle and HandleTx for an
 // empty event type or handler name, a nil function, or a handler name
@@ -37,19 +30,14 @@ var ErrInvalidHandler = errors.New("inproc: invalid handler")
 // reports (and so relay.New): a nil store or logger, a negative delay.
 var ErrInvalidOption = errors.New("inproc: invalid option")
 
-// ErrHandlerPanic is wrapped by the error of a handler that panicked: the
-// Mux recovers the panic, logs it with the handler's name and stack, and
-// fails that handler's delivery (retried like any other failure).
-var ErrHandlerPanic = errors.New("inproc: handler panicked")
-
 // DefaultInProgressDelay is how long an event waits before it is delivered
 // again when another delivery holds one of its handlers' keys.
 const DefaultInProgressDelay = 5 * time.Second
 
 type handler struct {
 	name string
-	fn   HandlerFunc
-	tx   TxHandlerFunc
+	h    consume.Handler
+	tx   consume.TxHandlerFunc
 }
 
 // Mux routes events to in-process handlers by event type. It is a
@@ -105,6 +93,26 @@ func WithInProgressDelay(d time.Duration) Option {
 	}
 }
 
+// WithRegistry makes the Mux check each event with reg before its
+// handlers run (outbox.Registry.Check): handlers receive the event upcast
+// to its latest version (Envelope.Version says which), and an event that
+// fails the check (unregistered in a strict registry, or a payload that no
+// longer matches its registered type) runs no handler and fails with an
+// error wrapping consume.ErrBadPayload, marked outbox.Permanent, so that
+// the relay marks it dead at once with the reason.
+func WithRegistry(reg *outbox.Registry) Option {
+	return func(c *config) {
+		if reg == nil {
+			c.Fail("registry is nil")
+			return
+		}
+		if err := reg.Err(); err != nil {
+			c.Fail("registry: %w", err)
+		}
+		c.registry = reg
+	}
+}
+
 // NewMux returns a Mux that records each handler's success in store,
 // keyed by event id and handler name. A nil store and bad options are
 // reported by Validate.
@@ -133,23 +141,35 @@ func NewMux(store *idempotency.Store, opts ...Option) *Mux {
 // invalid Mux.
 func (m *Mux) Validate() error { return m.invalid }
 
-// Handle registers fn as the handler named name for events of eventType.
-// Every handler of a type runs for each of its events, in registration
-// order; the success of each is recorded, so that a redelivered event
-// skips the handlers that already succeeded. fn's effects and its record
-// do not commit atomically: use HandleTx when the effect is a write to the
-// store's database, or make fn idempotent.
-func (m *Mux) Handle(eventType, name string, fn HandlerFunc) error {
+// Handle registers h, a handler of package consume (the one handler
+// vocabulary of every adapter), as the handler named name for events of
+// eventType. Every handler of a type runs for each of its events, in
+// registration order; the success of each is recorded, so that a
+// redelivered event skips the handlers that already succeeded (there is
+// no need to wrap h with consume.Idempotent). h's effects and its record
+// do not commit atomically: use HandleTx when the effect is a write to
+// the store's database, or make h idempotent. h's context carries the
+// envelope (consume.EnvelopeFrom) and a consume.Delivery whose Attempt
+// and MaxAttempts are the relay's.
+func (m *Mux) Handle(eventType, name string, h consume.Handler) error {
+	if h == nil {
+		return fmt.Errorf("%w: %s/%s: nil handler", ErrInvalidHandler, eventType, name)
+	}
+	return m.add(eventType, handler{name: name, h: h})
+}
+
+// HandleFunc registers fn as Handle registers a handler.
+func (m *Mux) HandleFunc(eventType, name string, fn func(ctx context.Context, e *outbox.Envelope) error) error {
 	if fn == nil {
 		return fmt.Errorf("%w: %s/%s: nil function", ErrInvalidHandler, eventType, name)
 	}
-	return m.add(eventType, handler{name: name, fn: fn})
+	return m.Handle(eventType, name, consume.HandlerFunc(fn))
 }
 
 // HandleTx registers fn as a transactional handler: it runs inside a
 // transaction of the store's database, and its writes through tx commit
 // together with its idempotency record, so that they happen exactly once.
-func (m *Mux) HandleTx(eventType, name string, fn TxHandlerFunc) error {
+func (m *Mux) HandleTx(eventType, name string, fn consume.TxHandlerFunc) error {
 	if fn == nil {
 		return fmt.Errorf("%w: %s/%s: nil function", ErrInvalidHandler, eventType, name)
 	}
@@ -182,7 +202,7 @@ func (m *Mux) add(eventType string, h handler) error {
 // a key held by another delivery of the event (idempotency.ErrInProgress),
 // outbox.Snooze, so that the relay delivers the event again after the
 // in-progress delay without spending an attempt. A handler that panics
-// fails with ErrHandlerPanic; the panic is logged with its name.
+// fails with consume.ErrHandlerPanic; the panic is logged with its name.
 func (m *Mux) Publish(ctx context.Context, e *outbox.Envelope) error {
 	m.mu.RLock()
 	hs := m.handlers[e.Type]
@@ -192,7 +212,7 @@ func (m *Mux) Publish(ctx context.Context, e *outbox.Envelope) error {
 		return nil
 	}
 	if m.registry != nil {
-		checked, err := adapterkit.CheckEnvelope(m.registry, e, ErrBadPayload)
+		checked, err := adapterkit.CheckEnvelope(m.registry, e, consume.ErrBadPayload)
 		if err != nil {
 			return err
 		}
@@ -247,20 +267,29 @@ func (m *Mux) Describe() string {
 	return "inproc handlers of " + strings.Join(types, ", ")
 }
 
-// run runs one handler of e under its idempotency key.
+// run runs one handler of e under its idempotency key, with the envelope
+// and the relay's attempts in its context.
 func (m *Mux) run(ctx context.Context, h handler, e *outbox.Envelope) error {
 	key := idempotency.HandlerKey(e.ID, h.name)
+	d := consume.Delivery{System: System, Destination: "inproc", Attempt: e.Attempt}
+	d.MaxAttempts, _ = relay.MaxAttemptsOf(ctx)
+	ctx = consume.WithDelivery(consume.WithEnvelope(ctx, e), d)
 	if h.tx != nil {
 		return m.store.DoTx(ctx, key, func(tx *gorm.DB) error {
 			return m.call(h.name, e, func() error { return h.tx(ctx, tx, e) })
 		})
 	}
 	return m.store.Do(ctx, key, func(ctx context.Context) error {
-		return m.call(h.name, e, func() error { return h.fn(ctx, e) })
+		return m.call(h.name, e, func() error { return h.h.Handle(ctx, e) })
 	})
 }
 
-// call calls fn, turning a panic into an error naming the handler.
+// System is consume.Delivery.System for handlers a Mux runs: the relay's
+// own process.
+const System = "outbox"
+
+// call calls fn, turning a panic into an error naming the handler
+// (wrapping consume.ErrHandlerPanic).
 func (m *Mux) call(name string, e *outbox.Envelope, fn func() error) error {
-	return adapterkit.Call(m.log, ErrHandlerPanic, e, fn, "handler", name)
+	return adapterkit.Call(m.log, consume.ErrHandlerPanic, e, fn, "handler", name)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/inproc"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
@@ -37,7 +38,7 @@ func eachMux(t *testing.T, fn func(t *testing.T, db *gorm.DB, mux *inproc.Mux)) 
 func TestEveryHandlerOfTheTypeRuns(t *testing.T) {
 	eachMux(t, func(t *testing.T, _ *gorm.DB, mux *inproc.Mux) {
 		calls := map[string]int{}
-		h := func(name string) inproc.HandlerFunc {
+		h := func(name string) consume.HandlerFunc {
 			return func(context.Context, *outbox.Envelope) error { calls[name]++; return nil }
 		}
 		must(t, mux.Handle("order.created", "a", h("a")))
@@ -54,8 +55,8 @@ func TestEveryHandlerOfTheTypeRuns(t *testing.T) {
 func TestRedeliverySkipsSucceededHandlers(t *testing.T) {
 	eachMux(t, func(t *testing.T, db *gorm.DB, mux *inproc.Mux) {
 		calls := map[string]int{}
-		must(t, mux.Handle("t", "steady", func(context.Context, *outbox.Envelope) error { calls["steady"]++; return nil }))
-		must(t, mux.Handle("t", "flaky", func(_ context.Context, e *outbox.Envelope) error {
+		must(t, mux.HandleFunc("t", "steady", func(context.Context, *outbox.Envelope) error { calls["steady"]++; return nil }))
+		must(t, mux.HandleFunc("t", "flaky", func(_ context.Context, e *outbox.Envelope) error {
 			calls["flaky"]++
 			if e.Attempt == 1 {
 				return errors.New("smtp timeout")
@@ -109,12 +110,12 @@ func TestTransactionalHandlerActsExactlyOnce(t *testing.T) {
 
 func TestPermanentOnlyWhenEveryFailureIs(t *testing.T) {
 	eachMux(t, func(t *testing.T, _ *gorm.DB, mux *inproc.Mux) {
-		must(t, mux.Handle("t", "perm", func(context.Context, *outbox.Envelope) error { return outbox.Permanent(errors.New("bad")) }))
+		must(t, mux.HandleFunc("t", "perm", func(context.Context, *outbox.Envelope) error { return outbox.Permanent(errors.New("bad")) }))
 		err := mux.Publish(t.Context(), &outbox.Envelope{ID: "e1", Type: "t"})
 		if !outbox.IsPermanent(err) {
 			t.Errorf("err = %v, want permanent", err)
 		}
-		must(t, mux.Handle("t", "transient", func(context.Context, *outbox.Envelope) error { return errors.New("later") }))
+		must(t, mux.HandleFunc("t", "transient", func(context.Context, *outbox.Envelope) error { return errors.New("later") }))
 		err = mux.Publish(t.Context(), &outbox.Envelope{ID: "e2", Type: "t"})
 		if err == nil || outbox.IsPermanent(err) || !strings.Contains(err.Error(), "handler transient") {
 			t.Errorf("err = %v, want a transient error naming the handler", err)
@@ -128,13 +129,14 @@ func TestHandlerRegistrationErrors(t *testing.T) {
 	store, err := idempotency.NewStore(db)
 	must(t, err)
 	mux := inproc.NewMux(store)
-	ok := func(context.Context, *outbox.Envelope) error { return nil }
+	ok := consume.HandlerFunc(func(context.Context, *outbox.Envelope) error { return nil })
 	must(t, mux.Handle("t", "h", ok))
 	for _, err := range []error{
 		mux.Handle("", "h", ok),
 		mux.Handle("t", "", ok),
 		mux.Handle("t", "h", ok),
 		mux.Handle("t", "nil", nil),
+		mux.HandleFunc("t", "nilfunc", nil),
 		mux.Handle("t", strings.Repeat("n", 200), ok),
 		mux.HandleTx("t", "h", func(context.Context, *gorm.DB, *outbox.Envelope) error { return nil }),
 	} {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/inproc"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
@@ -66,8 +67,8 @@ func TestMuxWithRegistryUpcastsAndChecks(t *testing.T) {
 		mux := inproc.NewMux(store, inproc.WithRegistry(reg))
 		var mu sync.Mutex
 		got := map[string]orderV3{}
-		must(t, mux.Handle("order.v", "h", inproc.HandlerOf(func(ctx context.Context, o orderV3) error {
-			e, _ := inproc.EnvelopeFrom(ctx)
+		must(t, mux.Handle("order.v", "h", consume.HandlerOf(func(ctx context.Context, o orderV3) error {
+			e, _ := consume.EnvelopeFrom(ctx)
 			if e.Version != 3 {
 				return errors.New("envelope not upcast")
 			}
@@ -75,7 +76,7 @@ func TestMuxWithRegistryUpcastsAndChecks(t *testing.T) {
 			defer mu.Unlock()
 			got[e.ID] = o
 			return nil
-		}, inproc.Registered(reg))))
+		}, consume.Registered(reg))))
 		must(t, db.Transaction(func(tx *gorm.DB) error {
 			return outbox.Emit(tx,
 				outbox.Event{ID: "v1", Type: "order.v", Version: 1, Payload: orderV1{7}},
@@ -106,15 +107,15 @@ func TestMuxWithRegistryUpcastsAndChecks(t *testing.T) {
 func TestTypedHandlerRegisteredType(t *testing.T) {
 	reg := registry(t)
 	called := false
-	h := inproc.HandlerOf(func(context.Context, orderV1) error { called = true; return nil }, inproc.Registered(reg))
-	err := h(t.Context(), &outbox.Envelope{ID: "e", Type: "order.v", Version: 1, Payload: []byte(`{"total":7}`)})
-	if !errors.Is(err, inproc.ErrBadPayload) || !outbox.IsPermanent(err) || called ||
+	h := consume.HandlerOf(func(context.Context, orderV1) error { called = true; return nil }, consume.Registered(reg))
+	err := h.Handle(t.Context(), &outbox.Envelope{ID: "e", Type: "order.v", Version: 1, Payload: []byte(`{"total":7}`)})
+	if !errors.Is(err, consume.ErrBadPayload) || !outbox.IsPermanent(err) || called ||
 		!strings.Contains(err.Error(), "registered with payload inproc_test.orderV3, the handler takes inproc_test.orderV1") {
 		t.Errorf("v1 handler given a v1 event upcast to v3: %v (called %v)", err, called)
 	}
 	// Without the option, the handler decodes what it is given.
-	h = inproc.HandlerOf(func(context.Context, orderV1) error { called = true; return nil })
-	if err := h(t.Context(), &outbox.Envelope{ID: "e", Type: "order.v", Version: 1, Payload: []byte(`{"total":7}`)}); err != nil || !called {
+	h = consume.HandlerOf(func(context.Context, orderV1) error { called = true; return nil })
+	if err := h.Handle(t.Context(), &outbox.Envelope{ID: "e", Type: "order.v", Version: 1, Payload: []byte(`{"total":7}`)}); err != nil || !called {
 		t.Errorf("handler without registry: %v", err)
 	}
 }

@@ -24,7 +24,7 @@ func TestOutboxMigrateIsEnoughForInproc(t *testing.T) {
 		must(t, err)
 		mux := inproc.NewMux(store)
 		calls := 0
-		must(t, mux.Handle("order.created", "count", func(context.Context, *outbox.Envelope) error { calls++; return nil }))
+		must(t, mux.HandleFunc("order.created", "count", func(context.Context, *outbox.Envelope) error { calls++; return nil }))
 		must(t, db.Transaction(func(tx *gorm.DB) error {
 			return outbox.Emit(tx, outbox.Event{Type: "order.created", Payload: []byte(`{}`)})
 		}))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/inproc"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/relay"
 )
 
@@ -25,8 +26,8 @@ func TestTypedHandlersThroughTheRelay(t *testing.T) {
 	eachMux(t, func(t *testing.T, db *gorm.DB, mux *inproc.Mux) {
 		var got []Order
 		var ids []string
-		must(t, mux.Handle("order.created", "plain", inproc.HandlerOf(func(ctx context.Context, o Order) error {
-			e, ok := inproc.EnvelopeFrom(ctx)
+		must(t, mux.Handle("order.created", "plain", consume.HandlerOf(func(ctx context.Context, o Order) error {
+			e, ok := consume.EnvelopeFrom(ctx)
 			if !ok {
 				return errors.New("no envelope in the context")
 			}
@@ -34,7 +35,7 @@ func TestTypedHandlersThroughTheRelay(t *testing.T) {
 			got = append(got, o)
 			return nil
 		})))
-		must(t, mux.HandleTx("order.created", "tx", inproc.TxHandlerOf(func(_ context.Context, tx *gorm.DB, o Order) error {
+		must(t, mux.HandleTx("order.created", "tx", consume.TxHandlerOf(func(_ context.Context, tx *gorm.DB, o Order) error {
 			if o.ID == 0 {
 				return errors.New("not decoded")
 			}
@@ -70,10 +71,10 @@ func TestTypedHandlersThroughTheRelay(t *testing.T) {
 
 func TestTypedHandlerOfNilIsRefused(t *testing.T) {
 	eachMux(t, func(t *testing.T, _ *gorm.DB, mux *inproc.Mux) {
-		if err := mux.Handle("t", "h", inproc.HandlerOf[int](nil)); !errors.Is(err, inproc.ErrInvalidHandler) {
+		if err := mux.Handle("t", "h", consume.HandlerOf[int](nil)); !errors.Is(err, inproc.ErrInvalidHandler) {
 			t.Errorf("Handle(HandlerOf(nil)) = %v", err)
 		}
-		if err := mux.HandleTx("t", "h", inproc.TxHandlerOf[int](nil)); !errors.Is(err, inproc.ErrInvalidHandler) {
+		if err := mux.HandleTx("t", "h", consume.TxHandlerOf[int](nil)); !errors.Is(err, inproc.ErrInvalidHandler) {
 			t.Errorf("HandleTx(TxHandlerOf(nil)) = %v", err)
 		}
 	})

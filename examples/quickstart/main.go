@@ -97,7 +97,7 @@ func run(n int, verbose bool) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	var receipts atomic.Int64
 	mux := inproc.NewMux(store, inproc.WithLogger(log))
-	err = mux.Handle("order.placed", "send-receipt", func(_ context.Context, e *outbox.Envelope) error {
+	err = mux.HandleFunc("order.placed", "send-receipt", func(_ context.Context, e *outbox.Envelope) error {
 		var o Order
 		if err := e.Unmarshal(&o); err != nil {
 			return outbox.Permanent(err)
