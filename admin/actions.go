@@ -59,7 +59,7 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request, name string) {
 	acts := map[string]act{
 		"replay": {h.replayPlan, h.replayDo}, "redeliver": {h.redeliverPlan, h.redeliverDo},
 		"replay-all": {h.replayAllPlan, h.replayAllDo}, "purge-published": {h.purgePlan, h.purgeDo},
-		"skip-head": {h.skipPlan, h.skipDo},
+		"skip-head": {h.skipPlan, h.skipDo}, "replay-consumer": {h.replayDeadPlan, h.replayDeadDo},
 	}
 	a, ok := acts[name]
 	if !ok {

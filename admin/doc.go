@@ -24,6 +24,12 @@
 //     through WithRedactor if set.
 //   - Blocked keys: partition keys whose head event failed, with the
 //     number of events waiting behind it and its last error.
+//   - Consumers: the dead letters of the consumers given to
+//     WithDeadLetters (a broker adapter's consume.DeadLetterReader), a
+//     page at a time. A message a consumer gave up on leaves its outbox
+//     event published; the overview names every dead letter that holds
+//     messages (or cannot be read) under what needs attention, so that
+//     "nothing" there means nothing anywhere.
 //
 // # Large tables
 //
@@ -64,7 +70,10 @@
 // Replay a dead event, replay every dead event matching the list's
 // filter, redeliver a published event, purge published events older than
 // an age, and skip a blocked key's head (mark it dead so that the key
-// moves on). Each is a POST answered by a confirmation page that says
+// moves on), and replay a consumer's dead message (when its reader is a
+// consume.DeadLetterReplayer: the message goes back to its consumers and
+// leaves the dead letter; a message no longer there is left alone). Each
+// is a POST answered by a confirmation page that says
 // what would change (how many events for a bulk replay); only submitting
 // that page's form changes anything, and the result page says what did.
 // The operations are relay.Inspector's, with its guarantees: an event a

@@ -18,7 +18,7 @@ import (
 // fuzzRoutes are the paths a fuzzed request starts with; the input's
 // tail follows.
 var fuzzRoutes = []string{"/", "/events", "/events/", "/keys", "/assets/", "/actions/replay", "/actions/redeliver",
-	"/actions/replay-all", "/actions/purge-published", "/actions/skip-head", "/actions/", "/nowhere", "/outbox/events/"}
+	"/actions/replay-all", "/actions/purge-published", "/actions/skip-head", "/actions/", "/nowhere", "/outbox/events/", "/consumers", "/actions/replay-consumer"}
 
 var fuzzMethods = []string{http.MethodGet, http.MethodPost, http.MethodHead, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
 
@@ -41,7 +41,9 @@ func fuzzDBs(f *testing.F) map[string]http.Handler {
 		})
 		must(f, db.Exec("UPDATE outbox_events SET status = 'dead', last_error = ? WHERE event_id LIKE 'h%'", "e\x1b[31m\r\u009b\u202e").Error)
 		must(f, db.Exec("UPDATE outbox_events SET status = 'failed', last_error = ? WHERE event_id LIKE 'k%'", "f\x1b").Error)
-		hs[d] = newHandler(f, db, admin.WithPrefix("/outbox"))
+		dead := &memDead{msgs: deadMessages(3)}
+		dead.msgs[0].ID, dead.msgs[0].Source = "m\x1b[2J\u202e", "src\u0085"
+		hs[d] = newHandler(f, db, admin.WithPrefix("/outbox"), admin.WithDeadLetters("redis\u202e", dead))
 	}
 	return hs
 }
@@ -79,6 +81,12 @@ func FuzzAdmin(f *testing.F) {
 		{6, 11, "", "", "", "[::1", false},
 		{0, 4, "..%2F..%2Fetc%2Fpasswd", "", "", "", false},
 		{0, 12, "h%1B%5B2J%E2%80%AE", "payload=1", "", "", false},
+		{0, 13, "", "source=redis%E2%80%AE", "", "", false},
+		{0, 13, "", "source=redis%E2%80%AE&after=%00", "", "", false},
+		{0, 13, "", "source=%FF&after=99999999999999999999", "", "", false},
+		{1, 14, "", "", "source=redis%E2%80%AE&id=m%1B%5B2J%E2%80%AE&event_id=ev-000", "", false},
+		{1, 14, "", "", "source=redis%E2%80%AE&id=1700000000000-1&confirm=yes", "", false},
+		{1, 14, "", "", "source=redis%E2%80%AE&id=%00&confirm=yes", "", true},
 	} {
 		f.Add(s.method, s.route, s.tail, s.query, s.body, s.host, s.cross)
 	}

@@ -138,6 +138,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.event(w, r, strings.TrimPrefix(path, "/events/"))
 	case path == "/keys" || path == "/keys/":
 		h.keys(w, r)
+	case path == "/consumers" || path == "/consumers/":
+		h.consumers(w, r)
 	default:
 		h.fail(w, r, http.StatusNotFound, "no such page")
 	}

@@ -32,6 +32,7 @@ type config struct {
 	table      string
 	origins    []string
 	hosts      hostPolicy
+	dead       []deadSource
 	errs       []string
 }
 

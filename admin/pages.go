@@ -47,10 +47,15 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 			stale = append(stale, rs)
 		}
 	}
+	consumers := h.summaries(ctx)
+	consumersDead := false
+	for _, c := range consumers {
+		consumersDead = consumersDead || c.Any || c.Err != ""
+	}
 	h.render(w, r, http.StatusOK, "overview", map[string]any{
 		"Title": "Overview", "Stats": s, "Chart": newChart(minutes), "Blocked": blocked, "Stale": stale, "Live": live,
-		"Dead": s.Counts[outbox.StatusDead], "Failed": s.Counts[outbox.StatusFailed],
-		"Attention": s.Counts[outbox.StatusDead] > 0 || len(blocked) > 0 || len(stale) > 0,
+		"Dead": s.Counts[outbox.StatusDead], "Failed": s.Counts[outbox.StatusFailed], "Consumers": consumers,
+		"Attention": s.Counts[outbox.StatusDead] > 0 || len(blocked) > 0 || len(stale) > 0 || consumersDead,
 	})
 }
 

@@ -15,7 +15,7 @@ import (
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"overview", "events", "event", "keys", "confirm", "done", "error"}
+var pageNames = []string{"overview", "events", "event", "keys", "consumers", "confirm", "done", "error"}
 
 // pages holds the parsed templates, by page name.
 type pages struct{ t map[string]*template.Template }
