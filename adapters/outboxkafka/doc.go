@@ -1,8 +1,10 @@
 // Package outboxkafka publishes outbox events to Apache Kafka through
-// franz-go (github.com/twmb/franz-go/pkg/kgo): a Publisher that the relay
-// uses to produce one record per event, a whole batch at a time. It is a Go
-// module of its own (github.com/gormoutbox/outbox/adapters/outboxkafka), so
-// that applications that do not use Kafka do not download its client.
+// franz-go (github.com/twmb/franz-go/pkg/kgo), and consumes them: a
+// Publisher that the relay uses to produce one record per event, a whole
+// batch at a time, and a Consumer (package consume's, over a consumer
+// group) that hands each event to a handler. It is a Go module of its own
+// (github.com/gormoutbox/outbox/adapters/outboxkafka), so that
+// applications that do not use Kafka do not download its client.
 //
 //	cl, err := kgo.NewClient(kgo.SeedBrokers("kafka-1:9092", "kafka-2:9092"), kgo.ProducerLinger(0))
 //	pub, err := outboxkafka.NewPublisher(cl, outboxkafka.WithTopic("shop.events"))
@@ -94,10 +96,72 @@
 // a transactional id, manual flushing or kgo.DefaultProduceTopicAlways is
 // refused.
 //
+// # Consuming
+//
+//	client := []kgo.Opt{kgo.SeedBrokers("kafka-1:9092", "kafka-2:9092")}
+//	c, err := outboxkafka.NewConsumer(client, "shop.events", "billing", h,
+//		consume.WithConcurrency(8), consume.WithMaxDeliveries(5), // shared options
+//		outboxkafka.WithDeadLetterTopic("shop.events.dead"))      // Kafka's own
+//	err = c.Run(ctx) // until ctx ends
+//
+// NewConsumer takes the client's connection options, not a client: each
+// Run makes a client of its own in the consumer group (committing offsets
+// itself, rebalances blocked while a batch is in hand) and closes it,
+// leaving the group, when it returns. Handlers are package consume's
+// (HandlerFunc, HandlerOf, TxHandlerOf, Idempotent, IdempotentTx,
+// Registered), with its policy: the handler's error decides each record's
+// fate. consume.DeliveryFrom gives the Record (topic, partition, offset,
+// group, key, headers) in Delivery.Details. The Consumer reads both
+// CloudEvents layouts, Structured and Binary; a record of the Debezium
+// layout, or anything else, is not an event (consume.ErrMalformed): dead at
+// once.
+//
+// Records of one partition are handled one at a time, in offset order (so
+// a key's events in commit order), up to consume.WithConcurrency
+// partitions at once. An offset is committed, after each batch, only once
+// its record and every one before it in the partition were settled:
+// handled, or dead (and produced to the dead-letter topic). Delivery is at
+// least once: a crash, or a commit that failed, hands records that were
+// handled to the next member again; use consume.IdempotentTx. A retried
+// record stays at the head of its partition until its retry delay passed,
+// and the records after it wait for it; outbox.Unavailable pauses the
+// Consumer without counting the run.
+//
+// Attempts are counted in memory, per record, by the member holding the
+// partition: a rebalance that moves the partition, or a restart, counts
+// again from the committed offset (a record that crashed its consumer
+// every time is read again forever; bound it with the handler timeout).
+// A rebalance waits until the batch in hand is settled: once the group
+// asks for one, the records of the batch not yet started are handed back
+// (read again by the partition's next owner), those running finish, and
+// what was settled is committed before the partitions go. Keep a handler
+// run below the group's rebalance timeout (kgo.RebalanceTimeout): the
+// default handler timeout is half of it. A partition whose records
+// waiting in the Consumer reach WithMaxPollRecords (a record retried, the
+// ones behind it) is not fetched meanwhile.
+//
+// # Dead letters
+//
+// With WithDeadLetterTopic, a dead record is produced to that topic (which
+// must exist) with its key, value and headers and the HeaderDead* headers
+// (reason, source topic, partition and offset, group, deliveries) before
+// its offset is committed. NewDeadLetters reads it by offset for the admin
+// page and the CLI (consume.DeadLetterReader; a message's ID and the
+// cursor are "partition:offset") and replays records
+// (consume.DeadLetterReplayer): each goes back to the partition it was
+// read from, without the dead headers and with HeaderReplayedFrom, and
+// the consumer group reads it again (after the events of its key
+// published since). Kafka cannot delete a record: ReplayDead then adds a
+// marker to the dead-letter topic (HeaderReplayed, the replayed offset),
+// and DeadLetters leaves replayed records out.
+//
 // # Testing
 //
 // The tests run against github.com/twmb/franz-go/pkg/kfake, an in-process
 // Kafka cluster speaking the real protocol, started by the tests with
 // three brokers, and against a real cluster too when OUTBOX_KAFKA_BROKERS
-// names its seed brokers (host:port,…).
+// names its seed brokers (host:port,…): the publisher's faults, and the
+// Consumer through the consumer kit's conformance suite
+// (consume/consumetest), rebalances, moved leaders, a lost coordinator and
+// injected fetch and commit errors.
 package outboxkafka
