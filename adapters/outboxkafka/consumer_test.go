@@ -59,25 +59,7 @@ func (b *backlog) consumer(name string, hold time.Duration, opts ...consume.Opti
 }
 
 // runConsumer runs c until t ends or stop is called.
-func runConsumer(t testing.TB, c *consume.Consumer) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				must(t, err)
-			case <-time.After(30 * time.Second):
-				t.Error("the consumer did not stop within 30s")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
+func runConsumer(t testing.TB, c *consume.Consumer) (stop func()) { return runUntil(t, "consumer", c.Run) }
 
 // effects returns how many events took effect.
 func (b *backlog) effects() int {

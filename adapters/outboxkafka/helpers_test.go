@@ -86,11 +86,15 @@ func newRelay(t testing.TB, db *gorm.DB, pub relay.Publisher, opts ...relay.Opti
 }
 
 // startRelay runs r.Start until t ends (or the returned stop is called).
-func startRelay(t testing.TB, r *relay.Relay) (stop func()) {
-	t.Helper()
+func startRelay(t testing.TB, r *relay.Relay) (stop func()) { return runUntil(t, "relay", r.Start) }
+
+// runUntil runs fn (a relay's Start, a consumer's Run) until t ends or the
+// returned stop is called, and checks that it returns nil within 30s of
+// its context ending.
+func runUntil(t testing.TB, what string, fn func(ctx context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- r.Start(ctx) }()
+	go func() { done <- fn(ctx) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -98,10 +102,10 @@ func startRelay(t testing.TB, r *relay.Relay) (stop func()) {
 			select {
 			case err := <-done:
 				if err != nil {
-					t.Errorf("relay returned %v, want nil", err)
+					t.Errorf("%s returned %v, want nil", what, err)
 				}
 			case <-time.After(30 * time.Second):
-				t.Errorf("relay did not return within 30s of its context ending")
+				t.Errorf("%s did not return within 30s of its context ending", what)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -141,13 +142,10 @@ func (p *Publisher) Publish(ctx context.Context, e *outbox.Envelope) error {
 // one per partition, so that only a record the broker refuses while alone
 // in its partition fails.
 func (p *Publisher) PublishBatch(ctx context.Context, es []*outbox.Envelope) []error {
-	errs := make([]error, len(es))
 	if err := p.Validate(); err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
+		return slices.Repeat([]error{err}, len(es))
 	}
+	errs := make([]error, len(es))
 	b := &batch{es: es, recs: make([]*kgo.Record, len(es)), produced: make([]*kgo.Record, len(es)),
 		partition: make([]int32, len(es)), errs: errs}
 	began := time.Now()
