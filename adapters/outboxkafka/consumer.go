@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -140,6 +141,7 @@ type transport struct {
 	mu      sync.Mutex
 	cl      *kgo.Client          // nil outside Run
 	parts   map[int32]*partition // the partitions with records in hand
+	batch   chan struct{}        // closed when the batch in hand is settled; nil when none
 	blocked atomic.Bool          // a rebalance waits for the batch in hand
 }
 
@@ -185,13 +187,14 @@ func (t *transport) client() (*kgo.Client, error) {
 // Close commits what was settled and closes the client of this Run,
 // leaving the group; the next Run makes a new one.
 func (t *transport) Close(ctx context.Context) error {
+	t.endBatch()
 	t.mu.Lock()
 	cl := t.cl
 	t.mu.Unlock()
 	if cl == nil {
 		return nil
 	}
-	err := t.commit(ctx, cl, nil)
+	err := t.commit(ctx, cl, t.inHand())
 	cl.AllowRebalance()
 	cl.Close()
 	t.mu.Lock()
@@ -200,22 +203,62 @@ func (t *transport) Close(ctx context.Context) error {
 	return err
 }
 
-// revoked commits what was settled of the partitions the group takes away,
-// and forgets their records in hand: the next owner reads them again from
-// the committed offset.
+// revoked hands back the partitions the group takes away (handBack), then
+// commits what was settled of them: the next owner reads the rest again
+// from there.
 func (t *transport) revoked(ctx context.Context, cl *kgo.Client, gone map[string][]int32) {
-	if err := t.commit(ctx, cl, gone[t.topic]); err != nil {
+	if err := t.commit(ctx, cl, t.handBack(ctx, gone[t.topic])); err != nil {
 		t.log.Warn("outboxkafka: committing revoked partitions failed; their settled records will be handled again",
 			"topic", t.topic, "group", t.group, "partitions", gone[t.topic], "error", err)
 	}
-	t.lost(ctx, cl, gone)
 }
 
-// lost forgets the records in hand of partitions no longer this member's.
-func (t *transport) lost(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
+// lost hands back the partitions no longer this member's, committing
+// nothing (the group has moved on).
+func (t *transport) lost(ctx context.Context, _ *kgo.Client, gone map[string][]int32) {
+	t.handBack(ctx, gone[t.topic])
+}
+
+// handBack forgets the records in hand of the partitions gone, so that
+// no batch takes them again, and returns their state; if a batch is in
+// hand, it waits until that batch ends (what it has not started is handed
+// back at once: Begin answers Wait). kgo's BlockRebalanceOnPoll holds the
+// rebalance callbacks only while records it returned are in hand, not
+// while the Consumer handles records that waited in a queue.
+func (t *transport) handBack(ctx context.Context, gone []int32) []*partition {
+	t.mu.Lock()
+	var ps []*partition
+	for _, n := range gone {
+		if p := t.parts[n]; p != nil {
+			ps = append(ps, p)
+			delete(t.parts, n)
+		}
+	}
+	batch := t.batch
+	t.mu.Unlock()
+	if batch != nil && len(ps) > 0 {
+		t.blocked.Store(true)
+		select {
+		case <-batch:
+		case <-ctx.Done():
+		}
+	}
+	return ps
+}
+
+// endBatch marks the batch in hand, if any, as settled.
+func (t *transport) endBatch() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, n := range gone[t.topic] {
-		delete(t.parts, n)
+	if t.batch != nil {
+		close(t.batch)
+		t.batch = nil
 	}
+}
+
+// inHand returns the state of the partitions with records in hand.
+func (t *transport) inHand() []*partition {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Collect(maps.Values(t.parts))
 }

@@ -59,7 +59,9 @@ func (b *backlog) consumer(name string, hold time.Duration, opts ...consume.Opti
 }
 
 // runConsumer runs c until t ends or stop is called.
-func runConsumer(t testing.TB, c *consume.Consumer) (stop func()) { return runUntil(t, "consumer", c.Run) }
+func runConsumer(t testing.TB, c *consume.Consumer) (stop func()) {
+	return runUntil(t, "consumer", c.Run)
+}
 
 // effects returns how many events took effect.
 func (b *backlog) effects() int {

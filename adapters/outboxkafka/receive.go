@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -29,11 +28,12 @@ type partition struct {
 // its queue, up to a record that waits for its retry delay. A partition
 // whose queue is full is not fetched meanwhile.
 func (t *transport) Receive(ctx context.Context) ([]consume.Message, error) {
+	t.endBatch()
 	cl, err := t.client()
 	if err != nil {
 		return nil, err
 	}
-	if err := t.commit(context.WithoutCancel(ctx), cl, nil); err != nil {
+	if err := t.commit(context.WithoutCancel(ctx), cl, t.inHand()); err != nil {
 		t.log.Warn("outboxkafka: committing offsets failed; retried after the next batch", "topic", t.topic, "group", t.group, "error", err)
 	}
 	t.blocked.Store(false)
@@ -43,6 +43,11 @@ func (t *transport) Receive(ctx context.Context) ([]consume.Message, error) {
 	cancel()
 	t.add(fs)
 	msgs := t.due()
+	if len(msgs) > 0 {
+		t.mu.Lock()
+		t.batch = make(chan struct{})
+		t.mu.Unlock()
+	}
 	var errs []error
 	fs.EachError(func(topic string, p int32, err error) {
 		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
@@ -136,15 +141,15 @@ func (t *transport) due() []consume.Message {
 	return out
 }
 
-// commit commits, for the partitions of only (every one when nil), the
-// offset after their last record settled with every one before it, when
-// it moved.
-func (t *transport) commit(ctx context.Context, cl *kgo.Client, only []int32) error {
+// commit commits, for the partitions ps, the offset after their last
+// record settled with every one before it, when it moved.
+func (t *transport) commit(ctx context.Context, cl *kgo.Client, ps []*partition) error {
 	t.mu.Lock()
 	var recs []*kgo.Record
-	for n, p := range t.parts {
-		if p.done != p.committed && (only == nil || slices.Contains(only, n)) {
-			recs = append(recs, p.done)
+	var moved []*partition
+	for _, p := range ps {
+		if p.done != p.committed {
+			recs, moved = append(recs, p.done), append(moved, p)
 		}
 	}
 	t.mu.Unlock()
@@ -158,10 +163,8 @@ func (t *transport) commit(ctx context.Context, cl *kgo.Client, only []int32) er
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, r := range recs {
-		if p := t.parts[r.Partition]; p != nil {
-			p.committed = r
-		}
+	for i, p := range moved {
+		p.committed = recs[i]
 	}
 	return nil
 }
