@@ -141,7 +141,8 @@ type transport struct {
 	mu      sync.Mutex
 	cl      *kgo.Client          // nil outside Run
 	parts   map[int32]*partition // the partitions with records in hand
-	batch   chan struct{}        // closed when the batch in hand is settled; nil when none
+	batch   chan struct{}        // closed when the batch in hand is over; nil when none
+	out     int                  // its records not yet settled nor handed back
 	blocked atomic.Bool          // a rebalance waits for the batch in hand
 }
 
@@ -246,13 +247,28 @@ func (t *transport) handBack(ctx context.Context, gone []int32) []*partition {
 	return ps
 }
 
-// endBatch marks the batch in hand, if any, as settled.
+// endBatch marks the batch in hand, if any, as over.
 func (t *transport) endBatch() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.endBatchLocked()
+}
+
+func (t *transport) endBatchLocked() {
 	if t.batch != nil {
 		close(t.batch)
-		t.batch = nil
+		t.batch, t.out = nil, 0
+	}
+}
+
+// handled records, with t.mu held, that m, out in the batch in hand, was
+// settled or handed back; the batch is over with its last one.
+func (t *transport) handled(m *message) {
+	if m.out {
+		m.out = false
+		if t.out--; t.out == 0 {
+			t.endBatchLocked()
+		}
 	}
 }
 

@@ -77,7 +77,8 @@ func (m *message) Retry(_ context.Context, delay time.Duration, counted bool) er
 	if counted {
 		m.attempts++
 	}
-	m.due, m.out = time.Now().Add(delay), false
+	m.due = time.Now().Add(delay)
+	m.t.handled(m)
 	return nil
 }
 

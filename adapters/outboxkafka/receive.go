@@ -45,7 +45,7 @@ func (t *transport) Receive(ctx context.Context) ([]consume.Message, error) {
 	msgs := t.due()
 	if len(msgs) > 0 {
 		t.mu.Lock()
-		t.batch = make(chan struct{})
+		t.batch, t.out = make(chan struct{}), len(msgs)
 		t.mu.Unlock()
 	}
 	var errs []error
@@ -174,7 +174,8 @@ func (t *transport) commit(ctx context.Context, cl *kgo.Client, ps []*partition)
 func (t *transport) settle(m *message) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	m.settled, m.out = true, false
+	m.settled = true
+	t.handled(m)
 	p := m.p
 	for len(p.queue) > 0 && p.queue[0].settled {
 		p.done = p.queue[0].rec
