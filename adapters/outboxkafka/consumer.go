@@ -91,7 +91,7 @@ func NewConsumer(client []kgo.Opt, topic, group string, h consume.Handler, opts 
 	t.log, t.retryDelay = s.Logger, s.RetryDelay
 	terr := consume.ApplyTransportOptions(&t.cfg, opts)
 	if err := t.check(); err != nil {
-		terr = fmt.Errorf("%w: %w", consume.ErrInvalidOption, err)
+		terr = errors.Join(terr, fmt.Errorf("%w: outboxkafka: %w", consume.ErrInvalidOption, err))
 	}
 	c, err := consume.New(t, h, opts...)
 	if err != nil || terr != nil {

@@ -371,3 +371,38 @@ func headerOf(r *kgo.Record, k string) string {
 	}
 	return ""
 }
+
+// The dead-letter topic refuses records for a while: a dead record is not
+// committed, and the records behind it in its partition wait for it; once
+// the topic takes records again, each dead record is in it, the others
+// took effect, each key's in commit order.
+func TestDeadLetterTopicDown(t *testing.T) {
+	c := newFake(t)
+	b := newBacklog(t, c, 48)
+	deadTopic := c.topicNamed(t, b.topic+".dead", 1, nil)
+	b.probe.fail = func(e *outbox.Envelope) error {
+		if strings.HasSuffix(e.ID, "5") {
+			return outbox.Permanent(errors.New("refused for good"))
+		}
+		return nil
+	}
+	down := c.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: deadTopic, Err: kerr.TopicAuthorizationFailed, Count: -1})
+	b.consumer("c1", 0, outboxkafka.WithDeadLetterTopic(deadTopic))
+	must(t, down.Wait(t.Context(), 3))
+	time.Sleep(300 * time.Millisecond)
+	dl := outboxkafka.NewDeadLetters(c.clientOpts(), deadTopic)
+	if page, _, err := dl.DeadLetters(t.Context(), "", 10); err != nil || len(page) != 0 {
+		t.Fatalf("dead letters while the topic refuses records: %v, %v", page, err)
+	}
+	if n := b.effects(); n >= 48-5 {
+		t.Fatalf("%d effects while dead records could not be dead-lettered: the records behind them did not wait", n)
+	}
+	down.Remove()
+	b.n = 48 - 5 // ev-000005, 15, 25, 35 and 45 are dead
+	b.check(false)
+	eventually(t, 30*time.Second, "5 dead letters", func() bool {
+		page, _, err := dl.DeadLetters(t.Context(), "", 100)
+		must(t, err)
+		return len(page) == 5
+	})
+}
