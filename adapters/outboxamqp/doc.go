@@ -1,10 +1,10 @@
 // Package outboxamqp carries outbox events over RabbitMQ (AMQP 0-9-1,
 // github.com/rabbitmq/amqp091-go): a Publisher that the relay uses to
-// publish one persistent message per event with publisher confirms, and
-// a Consumer that hands the messages of a queue to handlers, with
-// middlewares that make their effects happen once per event. It is a Go
-// module of its own (github.com/gormoutbox/outbox/adapters/outboxamqp), so
-// that applications that do not use RabbitMQ do not download its client.
+// publish one persistent message per event with publisher confirms, the
+// transport of package consume's Consumer over a queue (NewConsumer), and
+// a reader of dead-letter queues (NewDeadLetters). It is a Go module of
+// its own (github.com/gormoutbox/outbox/adapters/outboxamqp), so that
+// applications that do not use RabbitMQ do not download its client.
 //
 // # Publishing
 //
@@ -65,20 +65,22 @@
 //
 // The Publisher and the Consumer take a *amqp091.Connection, which amqp091
 // does not reopen once it closed (a network failure, a broker restart).
-// Give WithDial, and they dial a new connection themselves (see Dialer):
-// the Publisher on its next publish after the connection closed (until
-// then, and while the broker is down, every publish is Unavailable), the
-// Consumer before it consumes again (after a backoff of 100ms doubling to
-// 5s). The connection you pass in is never closed by this package; the
-// ones it dialled are closed by Publisher.Close and when Consumer.Run
-// returns. Without WithDial, a closed connection makes every publish
-// Unavailable, and the Consumer waits, until the connection is open
-// again, which happens only if it was dialled with amqp091's experimental
-// Config.Recovery (not what this package is tested with): the events wait
-// in the outbox, nothing is lost, but nothing moves until the process
-// restarts. Calls that amqp091 makes without a context (opening a
-// channel, declaring the topology) are abandoned at the relay's deadline,
-// so a broker that hangs holds the relay no longer than its lease.
+// Give WithDial (the Publisher's) and WithConsumerDial (the Consumer's),
+// and they dial a new connection themselves (see Dialer): the Publisher
+// on its next publish after the connection closed (until then, and while
+// the broker is down, every publish is Unavailable), the Consumer before
+// it consumes again (after a backoff of 100ms doubling to 5s). The
+// connection you pass in is never closed by this package; the ones it
+// dialled are closed by Publisher.Close and when the Consumer's Run
+// returns. Without a dial function, a closed connection makes every
+// publish Unavailable, and the Consumer waits, until the connection is
+// open again, which happens only if it was dialled with amqp091's
+// experimental Config.Recovery (not what this package is tested with):
+// the events wait in the outbox, nothing is lost, but nothing moves until
+// the process restarts. Calls that amqp091 makes without a context
+// (opening a channel, declaring the topology) are abandoned at the
+// relay's deadline, so a broker that hangs holds the relay no longer than
+// its lease.
 //
 // A connection that the broker blocks (a memory or disk alarm) takes
 // messages without confirming them: they fail with ErrConfirmTimeout,
@@ -91,81 +93,90 @@
 // published but before it recorded the batch, a lease expired) is
 // published again: the queue then holds the event twice, under the same
 // message-id. RabbitMQ does not deduplicate: consumers do, by event id
-// (Idempotent, IdempotentTx).
+// (consume.Idempotent, consume.IdempotentTx).
 //
 // # Consuming
 //
+// Handlers are package consume's, the same on every broker, and so is the
+// policy that settles each message from its handler's error (see
+// consume.Handler):
+//
 //	store, _ := idempotency.NewStore(db)
-//	h := outboxamqp.IdempotentTx(store, "stats", func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
+//	h := consume.IdempotentTx(store, "stats", func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
 //		return tx.Exec("UPDATE stats SET orders = orders + 1").Error // exactly once per event
 //	})
-//	c, err := outboxamqp.NewConsumer(conn, "order-stats", h, outboxamqp.WithDial(dial), outboxamqp.WithConcurrency(4))
+//	c, err := outboxamqp.NewConsumer(nil, "order-stats", h,
+//		outboxamqp.WithConsumerDial(dial), outboxamqp.WithConsumerTopology(declare), // RabbitMQ's options
+//		consume.WithConcurrency(4), consume.WithMaxDeliveries(5)) // consume's, shared by every broker
 //	err = c.Run(ctx) // until ctx ends
 //
-// HandlerOf and TxHandlerOf adapt a function of the decoded payload; a
-// payload that does not decode into the type is a permanent failure
-// (ErrBadPayload).
+// The Consumer opens a channel (declaring WithConsumerTopology first),
+// sets its prefetch (WithPrefetch) and consumes the queue with manual
+// acknowledgements, under WithConsumerTag. Each batch is what the channel
+// has buffered, up to the prefetch. Then, for each message:
 //
-// Run opens a channel, sets the prefetch (WithPrefetch), consumes the
-// queue with manual acknowledgements and hands each message to one of
-// WithConcurrency workers. The envelope is decoded, the W3C trace context
-// of its traceparent is restored, and the handler runs under a consumer
-// span (WithTracerProvider) with the Delivery in its context
-// (DeliveryFrom), for at most WithHandlerTimeout. Then:
-//
-//   - success: the message is acknowledged (basic.ack).
-//   - outbox.Permanent, a message that is not an outbox event
-//     (ErrMalformed), or the WithMaxDeliveries-th failure
-//     (ErrTooManyDeliveries): the message is dead. It is rejected without
-//     requeue, which the broker dead-letters when the queue has a
-//     dead-letter exchange (x-dead-letter-exchange) and drops otherwise,
-//     logged at error level and passed to WithOnDead.
-//   - outbox.Unavailable (the handler's own dependency is down) or
-//     idempotency.ErrInProgress (the event is being handled elsewhere):
-//     requeued without counting, after a pause (Unavailable: the retry
-//     delay doubling to 30s).
-//   - any other error: requeued after WithRetryDelay. RabbitMQ puts a
-//     requeued message back at once, at the head of the queue; the delay,
-//     which the worker waits out, is what keeps a failing handler from
-//     spinning.
+//   - success: acknowledged (basic.ack).
+//   - dead (outbox.Permanent, a message that is not an outbox event, the
+//     last counted attempt failed): rejected without requeue (basic.nack),
+//     which the broker dead-letters when the queue has a dead-letter
+//     exchange (x-dead-letter-exchange) and drops otherwise; then
+//     consume.WithOnDead is called.
+//   - retried after a delay (a failure, outbox.Unavailable, outbox.Snooze,
+//     idempotency.ErrInProgress): RabbitMQ puts a requeued message back at
+//     once, at the head of the queue, so the message stays unacknowledged
+//     on the channel for the delay, and is then requeued (basic.nack with
+//     requeue) while the batch goes on. It takes up the prefetch
+//     meanwhile: keep the prefetch above what may wait at once, and the
+//     delays (consume.WithMaxRetryDelay) under the broker's
+//     consumer_timeout (30 minutes by default).
 //
 // Failures are counted by each consumer in memory, per event id: a
 // message requeued to another consumer, or after a restart, counts from
 // zero there. For a bound that holds across consumers and restarts, use
 // quorum queues and their x-delivery-limit, which the broker enforces
-// (Delivery.DeliveryCount reads its count).
+// (Message.DeliveryCount reads its count); a message past it is
+// dead-lettered by the broker with the reason delivery_limit.
+//
+// A handler reads RabbitMQ's details of its message from
+// consume.DeliveryFrom(ctx): its Details is a Message (queue, tags,
+// exchange, routing key, redelivered, headers, body).
 //
 // When its channel or connection closes, or consuming fails (a queue that
-// does not exist, a refusal), Run logs it and starts again after a
-// backoff; it returns only when its context ends, after the messages in
-// hand are finished (messages received but not started go back to the
-// queue when its channel closes), or for an invalid configuration.
+// does not exist, a refusal, the broker cancelling the consumer), the
+// Consumer logs it (a warning for a lost connection) and starts again
+// after a backoff; what was received and not settled goes back to the
+// queue with the channel. When Run's context ends, the messages in hand
+// are finished and the rest handed back.
+//
+// # Dead letters
+//
+// NewDeadLetters reads a dead-letter queue page by page for the admin page
+// and the CLI (consume.DeadLetterReader), without taking its messages for
+// good (basic.get, then basic.nack with requeue), and replays chosen ones
+// (consume.DeadLetterReplayer): it publishes each again to the exchange
+// and routing key of its x-death header, confirmed, then acknowledges it
+// from the dead-letter queue. The broker's x-death says only "rejected":
+// the handler's error is in the consumer's log and its WithOnDead.
 //
 // # Dead here is not dead in the outbox
 //
 // The relay's work ends when the broker confirmed the message: the outbox
 // event is then published, whatever its consumers do. A message a
 // consumer declares dead is dead in that queue only (see the dead-letter
-// queue, WithOnDead); the relay's dead letters (`outbox dead list`,
-// relay.Inspector.ListDead) do not show it. Likewise outbox.Envelope.Attempt counts
-// the relay's attempts to publish the event, not the consumer's: use
-// DeliveryFrom (Delivery.Attempt, Delivery.LastAttempt).
+// queue and DeadLetters); the relay's dead letters (`outbox dead list`,
+// relay.Inspector.ListDead) do not show it. Likewise
+// outbox.Envelope.Attempt counts the relay's attempts to publish the
+// event, not the consumer's: use consume.DeliveryFrom (Delivery.Attempt,
+// Delivery.LastAttempt).
 //
 // # Order
 //
 // The relay publishes the events of one PartitionKey one at a time in
-// their commit order, and a queue keeps the order of its messages, but
-// the order ends at the consumers: a requeued message comes back after
-// later ones were handed out, and several consumers (or WithConcurrency
-// above 1) handle a key's messages at once. One consumer with concurrency
-// 1 on a queue (or RabbitMQ's single-active-consumer) keeps the order
-// except around failures.
-//
-// # Exactly-once effects
-//
-// Idempotent records each handler's success under "<event id>:<handler
-// name>" (idempotency.HandlerKey) in an idempotency.Store: duplicates and
-// redeliveries of an event skip a handler that already succeeded.
-// IdempotentTx runs the handler in a database transaction together with
-// its record, so that its writes to that database happen exactly once.
+// their commit order, and a queue keeps the order of its messages. A
+// Consumer handles a key's messages of one batch one after the other
+// (consume.WithConcurrency runs other keys at once), but the order ends
+// there: a requeued message comes back after later ones, and several
+// consumers of a queue handle a key's messages at once. One consumer on a
+// queue (or RabbitMQ's single-active-consumer) keeps the order except
+// around failures.
 package outboxamqp

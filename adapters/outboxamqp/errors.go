@@ -4,12 +4,12 @@ import (
 	"errors"
 )
 
-// Sentinel errors. Every error of these kinds that the package returns, or
-// passes to an OnDead callback, wraps one of them: test with errors.Is.
+// Sentinel errors. Every error of these kinds that the package returns
+// wraps one of them: test with errors.Is.
 var (
 	// ErrInvalidOption is wrapped by every configuration error that
-	// NewPublisher, NewConsumer and their Validate methods report (and so
-	// relay.New and Run).
+	// NewPublisher and Publisher.Validate report (and so relay.New).
+	// NewConsumer's errors wrap consume.ErrInvalidOption.
 	ErrInvalidOption = errors.New("outboxamqp: invalid option")
 
 	// ErrInvalidMessage is wrapped, marked outbox.Permanent, when an event
@@ -53,17 +53,4 @@ var (
 
 	// ErrClosed is returned by a Publisher after Close.
 	ErrClosed = errors.New("outboxamqp: publisher closed")
-
-	// ErrMalformed is wrapped by the dead reason of a message that is not
-	// an outbox event (its body is not a CloudEvents envelope; it then
-	// wraps outbox.ErrInvalidEnvelope too).
-	ErrMalformed = errors.New("outboxamqp: malformed message")
-
-	// ErrTooManyDeliveries is wrapped by the dead reason of a message whose
-	// handler failed WithMaxDeliveries times (runs that end in
-	// outbox.Unavailable or idempotency.ErrInProgress left out).
-	ErrTooManyDeliveries = errors.New("outboxamqp: too many deliveries")
-
-	// ErrRunning is returned by Run when the Consumer is already running.
-	ErrRunning = errors.New("outboxamqp: consumer already running")
 )

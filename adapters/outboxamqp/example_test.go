@@ -14,6 +14,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxamqp"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -65,22 +66,26 @@ func exampleStore(dsn string) (*gorm.DB, *idempotency.Store) {
 	return db, store
 }
 
+// OrderPlaced is the payload of "order.placed" events in the examples.
+type OrderPlaced struct {
+	OrderID int     `json:"order_id"`
+	Total   float64 `json:"total"`
+}
+
 // A consumer whose handler writes to the database exactly once per event,
 // however often RabbitMQ delivers it, on a quorum queue bound to the
-// events it wants, whose dead messages go to a dead-letter queue. (Needs
-// RabbitMQ.)
+// events it wants, whose dead messages go to a dead-letter queue. The
+// handler and the shared options are package consume's, the same on every
+// broker; WithPrefetch and the WithConsumer… options are RabbitMQ's.
+// (Needs RabbitMQ, so it is compiled, not run.)
 func ExampleNewConsumer() {
 	_, store := exampleStore("file:stats.db?_txlock=immediate&_busy_timeout=5000")
-	countOrder := outboxamqp.IdempotentTx(store, "order-stats", func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
-		var order struct{ Total float64 }
-		if err := e.Unmarshal(&order); err != nil {
-			return outbox.Permanent(err) // a bad payload never gets better: dead-letter it
-		}
-		return tx.Exec("UPDATE stats SET orders = orders + 1, revenue = revenue + ?", order.Total).Error
-	})
+	countOrder := consume.IdempotentTx(store, "order-stats", consume.TxHandlerOf(func(ctx context.Context, tx *gorm.DB, o OrderPlaced) error {
+		return tx.Exec("UPDATE stats SET orders = orders + 1, revenue = revenue + ?", o.Total).Error
+	}))
 	c, err := outboxamqp.NewConsumer(nil, "order-stats", countOrder,
-		outboxamqp.WithDial(outboxamqp.Dialer("amqp://guest:guest@localhost:5672/", amqp.Config{})),
-		outboxamqp.WithTopology(func(ch *amqp.Channel) error {
+		outboxamqp.WithConsumerDial(outboxamqp.Dialer("amqp://guest:guest@localhost:5672/", amqp.Config{})),
+		outboxamqp.WithConsumerTopology(func(ch *amqp.Channel) error {
 			if err := ch.ExchangeDeclare("shop.events", amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
 				return err
 			}
@@ -89,6 +94,7 @@ func ExampleNewConsumer() {
 			}
 			if _, err := ch.QueueDeclare("order-stats", true, false, false, false, amqp.Table{
 				amqp.QueueTypeArg:           amqp.QueueTypeQuorum,
+				"x-delivery-limit":          20, // the broker's own bound, across consumers and restarts
 				"x-dead-letter-exchange":    "",
 				"x-dead-letter-routing-key": "order-stats.dead",
 			}); err != nil {
@@ -96,9 +102,12 @@ func ExampleNewConsumer() {
 			}
 			return ch.QueueBind("order-stats", "order.*", "shop.events", false, nil)
 		}),
-		outboxamqp.WithConcurrency(4),
-		outboxamqp.WithOnDead(func(ctx context.Context, d outboxamqp.DeadMessage) {
-			log.Printf("dead message %s: %v", d.Message.MessageId, d.Reason)
+		outboxamqp.WithPrefetch(50),
+		consume.WithConcurrency(4),
+		consume.WithMaxDeliveries(5),
+		consume.WithOnDead(func(ctx context.Context, d consume.DeadLetter) {
+			m, _ := d.Delivery.Details.(outboxamqp.Message)
+			log.Printf("dead message %s from queue %s: %v", m.MessageID, m.Queue, d.Reason)
 		}),
 	)
 	if err != nil {
@@ -107,6 +116,48 @@ func ExampleNewConsumer() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := c.Run(ctx); err != nil { // returns nil when ctx ends
+		log.Fatal(err)
+	}
+}
+
+// Bad arguments and options of a consumer, RabbitMQ's and consume's alike,
+// are reported together by NewConsumer.
+func ExampleNewConsumer_badOption() {
+	h := consume.HandlerFunc(func(context.Context, *outbox.Envelope) error { return nil })
+	_, err := outboxamqp.NewConsumer(nil, "orders", h, outboxamqp.WithPrefetch(0), consume.WithMaxDeliveries(0))
+	fmt.Println(errors.Is(err, consume.ErrInvalidOption))
+	fmt.Println(err)
+	// Output:
+	// true
+	// consume: invalid option: outboxamqp.WithPrefetch: prefetch 0 is not between 1 and 65535
+	// consume: invalid option: outboxamqp: connection is nil and no DialFunc (WithConsumerDial) is given
+	// consume: invalid option: max deliveries 0 is less than 1
+}
+
+// The dead-letter queue of a consumer, read page by page without taking
+// its messages for good, and one message replayed to the exchange and
+// routing key it was first published with. (Needs RabbitMQ.)
+func ExampleNewDeadLetters() {
+	conn, err := amqp.Dial("amqp://guest:guest@localhost:5672/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	dl := outboxamqp.NewDeadLetters(conn, "order-stats.dead")
+	ctx := context.Background()
+	for cursor := ""; ; {
+		page, next, err := dl.DeadLetters(ctx, cursor, 50)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, m := range page {
+			fmt.Println(m.ID, m.Source, m.DeadAt, m.Reason)
+		}
+		if cursor = next; cursor == "" {
+			break
+		}
+	}
+	if _, err := dl.ReplayDead(ctx, "evt-42"); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -141,44 +192,4 @@ func ExampleNewPublisher_badOption() {
 	// true
 	// outboxamqp: invalid option: routing function is nil
 	// outboxamqp: invalid option: connection is nil and no DialFunc (WithDial) is given
-}
-
-// OrderPlaced is the payload of "order.placed" events in the examples.
-type OrderPlaced struct {
-	OrderID int    `json:"order_id"`
-	Email   string `json:"email"`
-}
-
-// A handler of the decoded payload. A payload that does not decode into
-// the type is a permanent failure: the message is dead at once. (Called
-// directly here; a Consumer calls it for each message.)
-func ExampleHandlerOf() {
-	h := outboxamqp.HandlerOf(func(ctx context.Context, o OrderPlaced) error {
-		e, _ := outboxamqp.EnvelopeFrom(ctx)
-		fmt.Printf("event %s: receipt for order %d to %s\n", e.ID, o.OrderID, o.Email)
-		return nil
-	})
-	ctx := context.Background()
-	fmt.Println(h.Handle(ctx, &outbox.Envelope{ID: "evt-1", Type: "order.placed", Payload: []byte(`{"order_id":42,"email":"ann@example.com"}`)}))
-
-	err := h.Handle(ctx, &outbox.Envelope{ID: "evt-2", Type: "order.placed", Payload: []byte(`["not", "an", "order"]`)})
-	fmt.Println("bad payload:", errors.Is(err, outboxamqp.ErrBadPayload), "permanent:", outbox.IsPermanent(err))
-	// Output:
-	// event evt-1: receipt for order 42 to ann@example.com
-	// <nil>
-	// bad payload: true permanent: true
-}
-
-// A typed handler whose writes commit with its idempotency record, and
-// that reads which counted attempt it is on. (Needs RabbitMQ and a
-// database.)
-func ExampleTxHandlerOf() {
-	_, store := exampleStore("file:stats.db?_txlock=immediate&_busy_timeout=5000")
-	h := outboxamqp.IdempotentTx(store, "customer-stats", outboxamqp.TxHandlerOf(func(ctx context.Context, tx *gorm.DB, o OrderPlaced) error {
-		if d, _ := outboxamqp.DeliveryFrom(ctx); d.LastAttempt() {
-			log.Printf("last attempt for order %d (delivery %d)", o.OrderID, d.DeliveryTag)
-		}
-		return tx.Exec("UPDATE customers SET orders = orders + 1 WHERE email = ?", o.Email).Error
-	}))
-	_ = h // outboxamqp.NewConsumer(conn, "customer-stats", h)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxamqp"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
@@ -214,7 +215,7 @@ func startRelay(t testing.TB, r *relay.Relay) (stop func()) {
 }
 
 // runConsumer runs c.Run until t ends (or the returned stop is called).
-func runConsumer(t testing.TB, c *outboxamqp.Consumer) (stop func()) {
+func runConsumer(t testing.TB, c *consume.Consumer) (stop func()) {
 	t.Helper()
 	return runUntilStopped(t, "consumer", c.Run)
 }
@@ -243,9 +244,9 @@ func runUntilStopped(t testing.TB, what string, run func(context.Context) error)
 }
 
 // newConsumer makes a consumer of q with fast test settings.
-func newConsumer(t testing.TB, conn *amqp.Connection, q string, h outboxamqp.Handler, opts ...outboxamqp.ConsumerOption) *outboxamqp.Consumer {
+func newConsumer(t testing.TB, conn *amqp.Connection, q string, h consume.Handler, opts ...consume.Option) *consume.Consumer {
 	t.Helper()
-	base := []outboxamqp.ConsumerOption{outboxamqp.WithLogger(testLogger(t)), outboxamqp.WithRetryDelay(20 * time.Millisecond)}
+	base := []consume.Option{consume.WithLogger(testLogger(t)), consume.WithRetryDelay(20 * time.Millisecond)}
 	c, err := outboxamqp.NewConsumer(conn, q, h, append(base, opts...)...)
 	must(t, err)
 	return c

@@ -16,21 +16,10 @@ import (
 const DefaultConfirmTimeout = 30 * time.Second
 
 // Option configures a Publisher. Bad options are reported by NewPublisher
-// and Validate.
+// and Validate. The Consumer's options are consume.Options (see
+// NewConsumer).
 type Option interface {
 	applyPublisher(*publisherConfig)
-}
-
-// ConsumerOption configures a Consumer. Bad options are reported by
-// NewConsumer and Validate.
-type ConsumerOption interface {
-	applyConsumer(*consumerConfig)
-}
-
-// SharedOption configures both a Publisher and a Consumer.
-type SharedOption interface {
-	Option
-	ConsumerOption
 }
 
 type publisherConfig struct {
@@ -39,29 +28,15 @@ type publisherConfig struct {
 	routing        func(e *outbox.Envelope) (exchange, key string)
 	confirmTimeout time.Duration
 	message        func(e *outbox.Envelope, m *amqp.Publishing)
-	common
-}
-
-// common holds the settings of SharedOption.
-type common struct {
-	dial     DialFunc
-	logger   *slog.Logger
-	topology func(ch *amqp.Channel) error
+	dial           DialFunc
+	logger         *slog.Logger
+	topology       func(ch *amqp.Channel) error
 	optionerr.Errors
-}
-
-func newCommon() common {
-	return common{Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
 }
 
 type publisherOption func(*publisherConfig)
 
 func (f publisherOption) applyPublisher(c *publisherConfig) { f(c) }
-
-type sharedOption func(*common)
-
-func (f sharedOption) applyPublisher(c *publisherConfig) { f(&c.common) }
-func (f sharedOption) applyConsumer(c *consumerConfig)   { f(&c.common) }
 
 // WithSource sets the CloudEvents source of the envelopes published, when
 // the envelope has none (default outbox.DefaultSource); it is also the
@@ -135,13 +110,13 @@ func WithMessage(f func(e *outbox.Envelope, m *amqp.Publishing)) Option {
 
 // WithDial gives a function that opens a new connection when the current
 // one is closed (by a network failure, a broker restart or shutdown): the
-// Publisher dials on its next publish, and the Consumer before consuming
-// again. Connections it dialled are closed by Publisher.Close (a
-// Consumer's when Run returns); the connection passed to NewPublisher or
-// NewConsumer, if any, is never closed by this package. With WithDial,
-// that connection may be nil: the first use dials. See Dialer.
-func WithDial(dial DialFunc) SharedOption {
-	return sharedOption(func(c *common) {
+// Publisher dials on its next publish. Connections it dialled are closed
+// by Publisher.Close; the connection passed to NewPublisher, if any, is
+// never closed by this package. With WithDial, that connection may be
+// nil: the first publish dials. See Dialer; WithConsumerDial is the
+// Consumer's.
+func WithDial(dial DialFunc) Option {
+	return publisherOption(func(c *publisherConfig) {
 		if dial == nil {
 			c.Fail("dial function is nil")
 		}
@@ -149,10 +124,10 @@ func WithDial(dial DialFunc) SharedOption {
 	})
 }
 
-// WithLogger sets the logger (default slog.Default()). Payloads are never
-// logged.
-func WithLogger(l *slog.Logger) SharedOption {
-	return sharedOption(func(c *common) {
+// WithLogger sets the Publisher's logger (default slog.Default()).
+// Payloads are never logged. A Consumer's is consume.WithLogger.
+func WithLogger(l *slog.Logger) Option {
+	return publisherOption(func(c *publisherConfig) {
 		if l == nil {
 			c.Fail("logger is nil")
 		}
@@ -160,15 +135,14 @@ func WithLogger(l *slog.Logger) SharedOption {
 	})
 }
 
-// WithTopology declares what the Publisher or Consumer needs (exchanges,
-// queues, bindings, dead-letter arguments): the Publisher on each new
-// connection, before its first publish there; the Consumer each time it
-// starts consuming. f runs on a channel of its own that is closed
+// WithTopology declares what the Publisher needs (exchanges, queues,
+// bindings, dead-letter arguments) on each new connection, before its
+// first publish there. f runs on a channel of its own that is closed
 // afterwards; it must be idempotent (AMQP declarations are). An error is
-// logged: the Publisher reports the batch outbox.Unavailable (no attempt
-// spent) and the Consumer starts again after a backoff, until f succeeds.
-func WithTopology(f func(ch *amqp.Channel) error) SharedOption {
-	return sharedOption(func(c *common) {
+// logged and the batch reported outbox.Unavailable (no attempt spent),
+// until f succeeds. WithConsumerTopology is the Consumer's.
+func WithTopology(f func(ch *amqp.Channel) error) Option {
+	return publisherOption(func(c *publisherConfig) {
 		if f == nil {
 			c.Fail("topology function is nil")
 		}

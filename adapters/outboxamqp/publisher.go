@@ -9,6 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/optionerr"
 	"github.com/gormoutbox/outbox/relay"
 )
 
@@ -59,7 +60,7 @@ var (
 // wrapping ErrInvalidOption for a bad option or a nil conn without
 // WithDial; it does not talk to the broker.
 func NewPublisher(conn *amqp.Connection, opts ...Option) (*Publisher, error) {
-	cfg := publisherConfig{source: outbox.DefaultSource, confirmTimeout: DefaultConfirmTimeout, common: newCommon()}
+	cfg := publisherConfig{source: outbox.DefaultSource, confirmTimeout: DefaultConfirmTimeout, Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
 	for _, o := range opts {
 		if o == nil {
 			cfg.Fail("nil option")
