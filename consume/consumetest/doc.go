@@ -8,7 +8,7 @@
 // them with the adapter's consumers. Its cases:
 //
 //   - EffectsOnce: two consumers with an idempotent handler, one effect
-//     per event;
+//     per event, each message going to one of them;
 //   - DuplicatesAtOnce: every event published twice, consumed by two
 //     consumers at once through the idempotency middleware, one effect;
 //   - RelayKilledMidBatch: a relay SIGKILLed with half a batch in the
