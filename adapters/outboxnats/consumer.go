@@ -6,102 +6,160 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/trace"
 
-	"github.com/gormoutbox/outbox/internal/adapterkit"
+	"github.com/gormoutbox/outbox/consume"
 )
 
-// tracerName names the instrumentation scope of the consumer's spans.
-const tracerName = "github.com/gormoutbox/outbox/adapters/outboxnats"
+// Defaults of the consumer options.
+const (
+	// DefaultBatch is how many messages one fetch asks for (WithBatch).
+	DefaultBatch = 10
+	// DefaultFetchWait is how long one fetch waits for messages
+	// (WithFetchWait).
+	DefaultFetchWait = 2 * time.Second
+	// DefaultAckWait is the durable consumer's AckWait, and the default
+	// handler timeout (WithAckWait).
+	DefaultAckWait = 30 * time.Second
+)
 
 // opTimeout bounds the JetStream requests the consumer makes for a
 // message (a dead-letter publish) or for itself (creating the durable).
 const opTimeout = 5 * time.Second
 
-// maxExcused bounds the deliveries a Consumer remembers as excused; past
-// it, it forgets them all (they then count).
-const maxExcused = 100_000
-
-// Consumer reads outbox events from a JetStream stream through a durable
-// pull consumer and hands them to a Handler, one at a time, acknowledging
-// each message only after its handler succeeded. See the package
-// documentation for its cycle. Run several Consumers (in one process or
-// many) with the same durable name to share a stream's messages.
-type Consumer struct {
-	js      jetstream.JetStream
-	stream  string
-	durable string
-	h       Handler
-	cfg     consumerConfig
-	log     *slog.Logger
-	tracer  trace.Tracer
-
-	running atomic.Bool
-	// Used by Run's goroutine only:
-	cons    jetstream.Consumer
-	excused map[uint64]int // stream sequence → deliveries that do not count
+// consumerConfig holds the Consumer's own options.
+type consumerConfig struct {
+	filterSubject string
+	batch         int
+	fetchWait     time.Duration
+	ackWait       time.Duration
+	deadSubject   string
+	configure     func(*jetstream.ConsumerConfig)
 }
 
-// NewConsumer returns a Consumer of the durable pull consumer named
-// durable on stream, that passes each event to h. Run creates the durable
+func consumerOption(name string, f func(c *consumerConfig) error) consume.Option {
+	return consume.TransportOption("outboxnats."+name, f)
+}
+
+// WithFilterSubject makes the durable consumer take only the messages of
+// the stream whose subject matches filter (wildcards allowed), such as
+// "shop.orders" or "shop.>". The default is every message of the stream.
+func WithFilterSubject(filter string) consume.Option {
+	return consumerOption("WithFilterSubject", func(c *consumerConfig) error {
+		if filter == "" {
+			return errors.New("empty filter subject")
+		}
+		c.filterSubject = filter
+		return nil
+	})
+}
+
+// WithBatch sets how many messages one fetch asks for (default 10, 1 to
+// 10000). While the consumer holds them (waiting behind others, or
+// running) it marks each in progress every third of the ack wait, so that
+// none is delivered to another consumer of the durable meanwhile, however
+// long the batch takes.
+func WithBatch(n int) consume.Option {
+	return consumerOption("WithBatch", func(c *consumerConfig) error {
+		if n < 1 || n > 10000 {
+			return fmt.Errorf("batch %d is not between 1 and 10000", n)
+		}
+		c.batch = n
+		return nil
+	})
+}
+
+// WithFetchWait sets how long one fetch waits for messages (default 2s,
+// 10ms to 1 minute). When Run's context ends, the consumer waits for its
+// fetch to end (at most this long, and 5s) to hand back what it brought.
+func WithFetchWait(d time.Duration) consume.Option {
+	return consumerOption("WithFetchWait", func(c *consumerConfig) error {
+		if d < 10*time.Millisecond || d > time.Minute {
+			return fmt.Errorf("fetch wait %v is not between 10ms and 1m", d)
+		}
+		c.fetchWait = d
+		return nil
+	})
+}
+
+// WithAckWait sets the durable consumer's AckWait (default 30s, at least
+// 1s): a message not acknowledged, nor marked in progress, this long after
+// its delivery is delivered again, to this consumer or another of the same
+// durable. It is also the default of consume.WithHandlerTimeout.
+func WithAckWait(d time.Duration) consume.Option {
+	return consumerOption("WithAckWait", func(c *consumerConfig) error {
+		if d < time.Second {
+			return fmt.Errorf("ack wait %v is shorter than 1s", d)
+		}
+		c.ackWait = d
+		return nil
+	})
+}
+
+// WithDeadLetterSubject publishes every dead message to subject before it
+// is terminated: the same data and headers, plus HeaderDeadReason,
+// HeaderDeadStream, HeaderDeadConsumer, HeaderDeadSubject,
+// HeaderDeadSequence and HeaderDeadDeliveries, with Nats-Msg-Id "<event
+// id>:dead:<durable>:<stream sequence>". The subject must be captured by
+// a stream (another than the consumer's, or one its filter does not
+// match), which NewDeadLetters reads. If that publish fails, the message
+// is not terminated: it is delivered again later and goes dead again. The
+// default is none: a dead message is only terminated.
+func WithDeadLetterSubject(subject string) consume.Option {
+	return consumerOption("WithDeadLetterSubject", func(c *consumerConfig) error {
+		if err := checkSubject(subject); err != nil {
+			return fmt.Errorf("dead-letter subject: %w", err)
+		}
+		c.deadSubject = subject
+		return nil
+	})
+}
+
+// WithConsumerConfig lets fn adjust the durable consumer's configuration
+// before it is created or updated, for settings this package does not
+// choose (DeliverPolicy, MaxAckPending, Replicas, Description, …). The
+// consumer needs AckPolicy explicit and its Durable name; keep MaxDeliver
+// at -1 (consume.WithMaxDeliveries is the consumer's bound).
+func WithConsumerConfig(fn func(cfg *jetstream.ConsumerConfig)) consume.Option {
+	return consumerOption("WithConsumerConfig", func(c *consumerConfig) error {
+		if fn == nil {
+			return errors.New("nil consumer config function")
+		}
+		c.configure = fn
+		return nil
+	})
+}
+
+// NewConsumer returns a consumer of the durable pull consumer named
+// durable on stream, that passes each event to h with the policy of
+// package consume: options are consume's (such as consume.WithConcurrency,
+// consume.WithMaxDeliveries, consume.WithOnDead) and this package's
+// WithFilterSubject, WithBatch, WithFetchWait, WithAckWait,
+// WithDeadLetterSubject and WithConsumerConfig. Run creates the durable
 // consumer, or updates its configuration. It returns an error wrapping
-// ErrInvalidOption, and no Consumer, for a nil js or h, an invalid stream
-// or durable name, a bad option, or an invalid h (such as Idempotent with
-// a nil store).
-func NewConsumer(js jetstream.JetStream, stream, durable string, h Handler, opts ...ConsumerOption) (*Consumer, error) {
-	cfg := consumerConfig{
-		common:        newCommon(),
-		batch:         DefaultBatch,
-		fetchWait:     DefaultFetchWait,
-		ackWait:       DefaultAckWait,
-		maxDeliveries: DefaultMaxDeliveries,
-		retryDelay:    DefaultRetryDelay,
-		maxRetryDelay: DefaultMaxRetryDelay,
+// consume.ErrInvalidOption, and no consumer, for a nil js, an invalid
+// stream or durable name, or a bad option or handler.
+func NewConsumer(js jetstream.JetStream, stream, durable string, h consume.Handler, opts ...consume.Option) (*consume.Consumer, error) {
+	cfg := consumerConfig{batch: DefaultBatch, fetchWait: DefaultFetchWait, ackWait: DefaultAckWait}
+	optErr := consume.ApplyTransportOptions(&cfg, opts)
+	argErr := errors.Join(checkName("stream", stream), checkName("durable", durable))
+	if js == nil {
+		argErr = errors.Join(errors.New("nil JetStream"), argErr)
 	}
-	for _, o := range opts {
-		if o == nil {
-			cfg.Fail("nil option")
-			continue
-		}
-		o.applyConsumer(&cfg)
+	if argErr != nil {
+		argErr = fmt.Errorf("%w: outboxnats: %w", consume.ErrInvalidOption, argErr)
 	}
-	switch {
-	case js == nil:
-		cfg.Fail("nil JetStream")
-	case h == nil:
-		cfg.Fail("nil handler")
-	}
-	if err := checkName("stream", stream); err != nil {
-		cfg.Fail("%v", err)
-	}
-	if err := checkName("durable", durable); err != nil {
-		cfg.Fail("%v", err)
-	}
-	if v, ok := h.(interface{ Validate() error }); ok {
-		if err := v.Validate(); err != nil {
-			cfg.Add(err)
-		}
-	}
-	if err := cfg.Err(); err != nil {
+	s := consume.SettingsOf(opts...)
+	t := &transport{js: js, stream: stream, durable: durable, cfg: cfg, retryDelay: s.RetryDelay,
+		log: s.Logger.With(slog.String("stream", stream), slog.String("consumer", durable)), excused: map[uint64]int{}}
+	c, err := consume.New(t, h, opts...)
+	if err = errors.Join(optErr, argErr, err); err != nil {
 		return nil, err
 	}
-	if cfg.handlerTimeout == 0 {
-		cfg.handlerTimeout = cfg.ackWait
-	}
-	if cfg.tracerProvider == nil {
-		cfg.tracerProvider = otel.GetTracerProvider()
-	}
-	return &Consumer{
-		js: js, stream: stream, durable: durable, h: h, cfg: cfg,
-		log:     cfg.logger.With(slog.String("stream", stream), slog.String("consumer", durable)),
-		tracer:  cfg.tracerProvider.Tracer(tracerName),
-		excused: map[uint64]int{},
-	}, nil
+	return c, nil
 }
 
 // checkName reports why name cannot name a stream or a consumer.
@@ -115,114 +173,190 @@ func checkName(what, name string) error {
 	return nil
 }
 
-// Run consumes until ctx ends, then finishes the message in hand, hands
-// back the rest of its batch (Nak) and returns nil. It creates the durable
-// consumer, or updates it (CreateOrUpdateConsumer), before the first fetch
-// and whenever it disappears. JetStream errors are logged and retried with
-// backoff (100ms doubling to 5s); Run returns an error only when the
-// Consumer is already running.
-func (c *Consumer) Run(ctx context.Context) error {
-	if !c.running.CompareAndSwap(false, true) {
-		return ErrRunning
-	}
-	defer c.running.Store(false)
-	c.log.Info("outboxnats consumer started", "filter_subject", c.cfg.filterSubject, "ack_wait", c.cfg.ackWait,
-		"max_deliveries", c.cfg.maxDeliveries, "batch", c.cfg.batch)
-	var (
-		failures int
-		pause    time.Duration // after a handler reported its transport unavailable
-	)
-	for ctx.Err() == nil {
-		unavailable, err := c.round(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			if consumerGone(err) {
-				c.cons = nil
-			}
-			failures++
-			wait := adapterkit.RetryStep(failures)
-			level := slog.LevelError
-			if adapterkit.Outage(ctx, err, natsDown) || consumerGone(err) {
-				level = slog.LevelWarn
-			}
-			c.log.Log(ctx, level, "outboxnats consumer: JetStream request failed; retrying", "error", err, "retry_in", wait)
-			adapterkit.Sleep(ctx, wait)
-		case unavailable:
-			failures = 0
-			pause = adapterkit.NextPause(pause, time.Second, 30*time.Second)
-			c.log.Warn("outboxnats consumer: handler reported its transport unavailable; pausing", "retry_in", pause)
-			adapterkit.Sleep(ctx, pause)
-		default:
-			failures, pause = 0, 0
+// transport is the consume.Transport of a durable pull consumer.
+type transport struct {
+	js         jetstream.JetStream
+	stream     string
+	durable    string
+	cfg        consumerConfig
+	retryDelay time.Duration
+	log        *slog.Logger
+
+	// Receive's and Close's:
+	cons  jetstream.Consumer
+	fetch *fetch
+	keep  *keeper
+
+	mu      sync.Mutex
+	excused map[uint64]int // stream sequence → deliveries that do not count
+}
+
+// fetch is a fetch in progress: its messages, each kept in progress from
+// its arrival, and its error once it ended (msgs closed).
+type fetch struct {
+	msgs chan jetstream.Msg
+	err  error
+}
+
+func (t *transport) System() string      { return "nats" }
+func (t *transport) Destination() string { return t.stream }
+
+// HandlerTimeout is the ack wait: the default of consume.WithHandlerTimeout.
+func (t *transport) HandlerTimeout() time.Duration { return t.cfg.ackWait }
+
+// Outage tells a server down, or a durable consumer gone (created again),
+// from other errors.
+func (t *transport) Outage(err error) bool { return natsDown(err) || consumerGone(err) }
+
+// Receive returns the messages the current fetch brought, waiting for the
+// first until the fetch ends (WithFetchWait); it starts a fetch of
+// WithBatch messages when none is in progress, after creating the durable
+// consumer when needed. A message is kept in progress from its arrival
+// until it is settled.
+func (t *transport) Receive(ctx context.Context) ([]consume.Message, error) {
+	if t.fetch == nil {
+		if err := t.start(ctx); err != nil {
+			return nil, err
 		}
 	}
-	c.log.Info("outboxnats consumer stopped")
+	var msgs []consume.Message
+	for len(msgs) < t.cfg.batch {
+		var (
+			m  jetstream.Msg
+			ok bool
+		)
+		if len(msgs) == 0 {
+			select {
+			case m, ok = <-t.fetch.msgs:
+			case <-ctx.Done():
+				return nil, nil
+			}
+		} else {
+			select {
+			case m, ok = <-t.fetch.msgs:
+			default:
+				return msgs, nil
+			}
+		}
+		if !ok {
+			return msgs, t.ended(len(msgs))
+		}
+		if d := t.message(m); d != nil {
+			msgs = append(msgs, d)
+		}
+	}
+	return msgs, nil
+}
+
+// start creates the durable consumer if need be, and starts a fetch whose
+// messages the keeper holds as they arrive.
+func (t *transport) start(ctx context.Context) error {
+	if t.cons == nil {
+		cons, err := t.ensure(ctx)
+		if err != nil {
+			return err
+		}
+		t.cons = cons
+	}
+	b, err := t.cons.Fetch(t.cfg.batch, jetstream.FetchMaxWait(t.cfg.fetchWait))
+	if err != nil {
+		return t.failed(err)
+	}
+	if t.keep == nil {
+		t.keep = keep(t.cfg.ackWait / 3)
+	}
+	f, k := &fetch{msgs: make(chan jetstream.Msg, t.cfg.batch)}, t.keep
+	go func() {
+		for m := range b.Messages() {
+			k.add(m)
+			f.msgs <- m
+		}
+		f.err = b.Error()
+		close(f.msgs)
+	}()
+	t.fetch = f
 	return nil
 }
 
-// round makes sure the durable consumer exists, fetches a batch and
-// handles it. It reports whether a handler said its transport is
-// unavailable (the rest of its batch is handed back). The batch's
-// messages are kept in progress from their arrival until each is settled
-// (keeper): one waiting behind the others, or running long, is not
-// delivered to another consumer meanwhile.
-func (c *Consumer) round(ctx context.Context) (unavailable bool, err error) {
-	if c.cons == nil {
-		if c.cons, err = c.ensure(ctx); err != nil {
-			return false, err
-		}
+// ended forgets the fetch that ended, and returns its error unless
+// messages came with it.
+func (t *transport) ended(received int) error {
+	err := t.fetch.err
+	t.fetch = nil
+	if err == nil || received > 0 {
+		return nil
 	}
-	batch, err := c.cons.Fetch(c.cfg.batch, jetstream.FetchMaxWait(c.cfg.fetchWait))
-	if err != nil {
-		return false, fmt.Errorf("outboxnats: fetching from %s/%s: %w", c.stream, c.durable, err)
+	return t.failed(err)
+}
+
+// failed wraps a fetch's error, and forgets the durable consumer when it
+// is gone, to create it again.
+func (t *transport) failed(err error) error {
+	if consumerGone(err) {
+		t.cons = nil
 	}
-	k := keep(c.cfg.ackWait / 3)
-	defer k.close()
-	queue := make(chan keptMsg, c.cfg.batch)
-	go func() {
-		defer close(queue)
-		for msg := range batch.Messages() {
-			queue <- k.add(msg)
-		}
-	}()
-	for msg := range queue {
-		switch {
-		case ctx.Err() != nil || unavailable:
-			// Handed back with a delay: without one, the message would
-			// come back at once into this fetch, which stays open until
-			// its wait ends.
-			c.handBack(msg, c.cfg.retryDelay)
-		default:
-			unavailable = c.process(ctx, msg)
-		}
-		k.drop(msg.Msg) // settled, or not a JetStream message
-	}
-	if err := batch.Error(); err != nil && ctx.Err() == nil {
-		return unavailable, fmt.Errorf("outboxnats: fetching from %s/%s: %w", c.stream, c.durable, err)
-	}
-	return unavailable, nil
+	return fmt.Errorf("outboxnats: fetching from %s/%s: %w", t.stream, t.durable, err)
 }
 
 // ensure creates the durable consumer, or updates its configuration.
-func (c *Consumer) ensure(ctx context.Context) (jetstream.Consumer, error) {
+func (t *transport) ensure(ctx context.Context) (jetstream.Consumer, error) {
 	cfg := jetstream.ConsumerConfig{
 		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckWait:       c.cfg.ackWait,
+		AckWait:       t.cfg.ackWait,
 		MaxDeliver:    -1,
-		FilterSubject: c.cfg.filterSubject,
+		FilterSubject: t.cfg.filterSubject,
 	}
-	if c.cfg.configure != nil {
-		c.cfg.configure(&cfg)
+	if t.cfg.configure != nil {
+		t.cfg.configure(&cfg)
 	}
-	cfg.Durable, cfg.AckPolicy = c.durable, jetstream.AckExplicitPolicy
+	cfg.Durable, cfg.AckPolicy = t.durable, jetstream.AckExplicitPolicy
 	cctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	cons, err := c.js.CreateOrUpdateConsumer(cctx, c.stream, cfg)
+	cons, err := t.js.CreateOrUpdateConsumer(cctx, t.stream, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("outboxnats: creating or updating consumer %s of stream %s: %w", c.durable, c.stream, err)
+		return nil, fmt.Errorf("outboxnats: creating or updating consumer %s of stream %s: %w", t.durable, t.stream, err)
 	}
-	c.log.Info("outboxnats consumer ready")
+	t.log.Info("outboxnats consumer ready", "filter_subject", cfg.FilterSubject, "ack_wait", cfg.AckWait, "batch", t.cfg.batch)
 	return cons, nil
+}
+
+// Close waits for the fetch in progress to end (within ctx), hands back
+// what it brought that Receive did not return, and stops keeping
+// messages. A later Run fetches again.
+func (t *transport) Close(ctx context.Context) error {
+	if f := t.fetch; f != nil {
+		t.fetch = nil
+		left, over := drain(ctx, f)
+		var delay time.Duration
+		if !over { // a message handed back at once would come back into the open fetch
+			delay = t.retryDelay
+		}
+		for _, m := range left {
+			if d := t.message(m); d != nil {
+				_ = d.Retry(ctx, delay, false)
+			}
+		}
+	}
+	if t.keep != nil {
+		t.keep.close()
+		t.keep = nil
+	}
+	return nil
+}
+
+// drain returns the messages f brings until it ends (over) or ctx does.
+func drain(ctx context.Context, f *fetch) (left []jetstream.Msg, over bool) {
+	for {
+		select {
+		case m, ok := <-f.msgs:
+			if !ok {
+				return left, true
+			}
+			left = append(left, m)
+		case <-ctx.Done():
+			return left, false
+		}
+	}
 }
 
 // consumerGone reports whether err says that the durable consumer or its

@@ -1,6 +1,7 @@
 // Package outboxnats delivers outbox events through NATS JetStream: a
-// Publisher for the relay, and a Consumer that reads a stream through a
-// durable pull consumer. It is a module of its own
+// Publisher for the relay, the transport of package consume's Consumer
+// over a durable pull consumer (NewConsumer), and a reader of dead-letter
+// streams (NewDeadLetters). It is a module of its own
 // (github.com/gormoutbox/outbox/adapters/outboxnats), so that only the
 // applications that use NATS download nats.go.
 //
@@ -83,66 +84,73 @@
 //
 // # Consuming
 //
+// Handlers are package consume's, the same on every broker, and so is the
+// policy that settles each message from its handler's error (see
+// consume.Handler):
+//
 //	store, _ := idempotency.NewStore(db)
-//	h := outboxnats.IdempotentTx(store, "stats", outboxnats.TxHandlerOf(
+//	h := consume.IdempotentTx(store, "stats", consume.TxHandlerOf(
 //		func(ctx context.Context, tx *gorm.DB, o Order) error {
 //			return tx.Exec("UPDATE stats SET orders = orders + 1").Error // once per event
 //		}))
 //	c, err := outboxnats.NewConsumer(js, "SHOP", "stats", h,
-//		outboxnats.WithFilterSubject("shop.orders"),
-//		outboxnats.WithDeadLetterSubject("shop-dead.stats"))
+//		outboxnats.WithFilterSubject("shop.orders"),          // JetStream's options
+//		outboxnats.WithDeadLetterSubject("shop-dead.stats"),
+//		consume.WithConcurrency(4), consume.WithMaxDeliveries(5)) // consume's, shared by every broker
 //	err = c.Run(ctx) // until ctx ends
 //
-// Run creates the durable pull consumer (or updates it: AckPolicy
+// The Consumer creates the durable pull consumer (or updates it: AckPolicy
 // explicit, WithAckWait, MaxDeliver unlimited, WithFilterSubject,
-// WithConsumerConfig), then loops: it fetches up to WithBatch messages,
-// waiting up to WithFetchWait, and hands each to the handler, one at a
-// time, under a consumer span that continues the event's trace, with the
-// envelope (EnvelopeFrom) and the Delivery (DeliveryFrom: stream sequence,
-// NumDelivered, Attempt, headers, …) in its context. Then:
+// WithConsumerConfig), again whenever it disappears, and fetches up to
+// WithBatch messages at a time, waiting up to WithFetchWait; each batch
+// it handles is what the fetch brought so far. Then, for each message:
 //
-//   - nil: the message is acknowledged (Ack).
-//   - outbox.Permanent, or a message that is not an outbox envelope
-//     (ErrMalformed), or, with HandlerOf and TxHandlerOf, a payload that
-//     does not decode into the handler's type (ErrBadPayload): the message
-//     is dead at once.
-//   - outbox.Unavailable (the handler's own dependency is down) or
-//     idempotency.ErrInProgress (the event is being handled elsewhere):
-//     the message is handed back (NakWithDelay) without counting, and
-//     after Unavailable the consumer pauses (1s doubling to 30s) and hands
-//     back the rest of its batch. outbox.Snooze(err, d) hands it back for d,
-//     without counting either.
-//   - any other error: the message is handed back with a delay that
-//     doubles with each attempt (WithRetryDelay: 1s to 1 minute) and
-//     delivered again; when the failed run was its last counted attempt
-//     (WithMaxDeliveries, 10), it is dead (ErrTooManyDeliveries).
+//   - success: acknowledged (Ack).
+//   - dead (outbox.Permanent, a message that is not an outbox event, the
+//     last counted attempt failed): published to the WithDeadLetterSubject
+//     subject if any (data and headers, plus the Outbox-Dead-… headers
+//     that say why and where from), then terminated (Term: the server
+//     never delivers it again to this consumer), and passed to
+//     consume.WithOnDead.
+//   - retried after a delay (a failure, outbox.Unavailable, outbox.Snooze,
+//     idempotency.ErrInProgress): handed back with NakWithDelay.
 //
-// A dead message is logged at error level, published to the
-// WithDeadLetterSubject subject if any (data and headers, plus the
-// Outbox-Dead-… headers that say why and where from), terminated (Term:
-// the server never delivers it again to this consumer) and passed to
-// WithOnDead. A message that arrives with its attempts already spent (its
-// consumers crashed while handling it) is dead without running the
-// handler.
+// The server counts every delivery (NumDelivered), those handed back
+// without a counted run too; so the Consumer enforces
+// consume.WithMaxDeliveries itself, with the server's MaxDeliver left
+// unlimited (the server never drops a message silently): a delivery's
+// Attempt is NumDelivered less the deliveries this consumer excused. It
+// remembers those in memory: a delivery excused by another process, or
+// before a restart, counts. A message that arrives with its attempts
+// already spent (its consumers crashed while handling it) is dead without
+// running the handler.
 //
-// The server counts every delivery (NumDelivered), so the Consumer itself
-// enforces WithMaxDeliveries, with the server's MaxDeliver left unlimited:
-// it subtracts the deliveries it excused (handed back without a counted
-// run) from the server's count. It remembers those in memory: a delivery
-// excused by another process, or before a restart, counts.
+// A handler reads JetStream's details of its message from
+// consume.DeliveryFrom(ctx): its Details is a Message (stream, durable,
+// subject, sequences, NumDelivered, headers, data).
+//
+// While a Consumer holds fetched messages (waiting in the fetch or the
+// batch, or running) it marks each in progress every third of the ack
+// wait (WithAckWait, 30s), so that no message is handled by two consumers
+// of the durable at once, whatever the batch size and the handler's time
+// within its timeout (consume.WithHandlerTimeout, the ack wait unless
+// set). A consumer that crashes, or is frozen, stops marking them: after
+// the ack wait the server delivers them to another consumer. Run several
+// Consumers with the same durable name, in one process or many, to share
+// a stream.
 //
 // JetStream errors (a server down, the consumer deleted) are logged and
-// retried with backoff; Run re-creates a durable consumer that
-// disappeared, and returns only when its context ends, after finishing
-// the message in hand (within WithFetchWait when idle). Run several
-// Consumers with the same durable name, in one process or many, to share a
-// stream. While a Consumer holds the messages of a batch (waiting behind
-// the one being handled, or running) it marks each in progress every
-// third of the ack wait (WithAckWait, 30s), so that no message is handled
-// by two consumers at once, whatever the batch size and the handler's
-// time within its timeout (WithHandlerTimeout, the ack wait unless set).
-// A consumer that crashes, or is frozen, stops marking them: after the
-// ack wait the server delivers them to another consumer.
+// retried with backoff. When Run's context ends, the messages in hand are
+// finished, and the rest, with what the fetch still brings (within
+// WithFetchWait, 5s at most), handed back uncounted.
+//
+// # Dead letters
+//
+// NewDeadLetters reads the stream that captures dead-letter subjects, page
+// by page, by stream sequence (GetMsg), for the admin page and the CLI
+// (consume.DeadLetterReader), and replays chosen dead letters
+// (consume.DeadLetterReplayer): each is published again to the subject it
+// went dead from, then deleted from the dead-letter stream.
 //
 // # Dead here is not dead in the outbox
 //
@@ -150,27 +158,19 @@
 // event is then published, whatever its consumers do. A message that a
 // Consumer declares dead is dead for that durable consumer only: the
 // outbox row stays published, the relay's dead letters (`outbox dead
-// list`, relay.Inspector.ListDead) do not show it, and replaying it is the
-// dead-letter subject's business. Likewise outbox.Envelope.Attempt counts
-// the relay's attempts to publish the event (1 unless a publish failed),
-// not the consumer's: use DeliveryFrom for those.
+// list`, relay.Inspector.ListDead) do not show it; DeadLetters does.
+// Likewise outbox.Envelope.Attempt counts the relay's attempts to publish
+// the event (1 unless a publish failed), not the consumer's: use
+// consume.DeliveryFrom for those.
 //
 // # Key order
 //
 // The relay publishes the events of one PartitionKey one at a time, in
-// commit order, and a stream keeps the order of its messages; a Consumer
-// handles its messages one at a time, in the order fetched. But a failed
-// message is delivered again after later ones, and several Consumers of a
-// durable handle messages at once: that order is not kept beyond the
-// stream. The key is in the Outbox-Partition-Key header, for consumers
-// that need to partition.
-//
-// # Exactly-once effects
-//
-// Idempotent records each handler's success under idempotency.HandlerKey
-// (event id, handler name), "<event id>:<handler name>", in an
-// idempotency.Store: duplicates and redeliveries skip a handler that
-// already succeeded. IdempotentTx runs the handler in a database
-// transaction together with its record, so that its writes to that
-// database happen exactly once.
+// commit order, and a stream keeps the order of its messages. A Consumer
+// handles a key's messages of one batch one after the other
+// (consume.WithConcurrency runs other keys at once), but a failed message
+// is delivered again after later ones, and several Consumers of a durable
+// handle messages at once: that order is not kept beyond the batch. The
+// key is in the Outbox-Partition-Key header, for consumers that need to
+// partition.
 package outboxnats

@@ -2,12 +2,13 @@ package outboxnats
 
 import "errors"
 
-// Sentinel errors. Every error of these kinds that the package returns, or
-// passes to an OnDead callback, wraps one of them: test with errors.Is.
+// Sentinel errors. Every error of these kinds that the package returns
+// wraps one of them: test with errors.Is.
 var (
 	// ErrInvalidOption is wrapped by the configuration errors of
-	// NewPublisher and NewConsumer (and of Validate): a nil JetStream, a
-	// nil function, an invalid subject prefix, a bad duration or count.
+	// NewPublisher (and of Validate): a nil JetStream, a nil function, an
+	// invalid subject prefix, a bad duration. NewConsumer's errors wrap
+	// consume.ErrInvalidOption.
 	ErrInvalidOption = errors.New("outboxnats: invalid option")
 
 	// ErrInvalidSubject is wrapped, marked outbox.Permanent, by the error
@@ -29,18 +30,4 @@ var (
 	// marks it dead after its attempts; create the stream (or fix the
 	// subject mapping) and replay it. See the package documentation.
 	ErrNoStream = errors.New("outboxnats: no stream captures the subject")
-
-	// ErrMalformed is wrapped by the dead reason of a consumed message
-	// that is not an outbox event (its data is not a CloudEvents envelope;
-	// it then wraps outbox.ErrInvalidEnvelope too).
-	ErrMalformed = errors.New("outboxnats: malformed message")
-
-	// ErrTooManyDeliveries is wrapped by the dead reason of a message whose
-	// handler failed on its last counted attempt (WithMaxDeliveries), or
-	// that arrived after its attempts were spent.
-	ErrTooManyDeliveries = errors.New("outboxnats: too many deliveries")
-
-	// ErrRunning is returned by Consumer.Run when the Consumer is already
-	// running.
-	ErrRunning = errors.New("outboxnats: consumer already running")
 )

@@ -12,12 +12,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/driver/postgres"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxnats"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -91,17 +90,22 @@ func ExampleNewConsumer() {
 		log.Fatal(err)
 	}
 
-	h := outboxnats.IdempotentTx(store, "order-stats", outboxnats.TxHandlerOf(
+	// The handler and the shared options are package consume's, the same
+	// on every broker; the With… options of outboxnats are JetStream's.
+	h := consume.IdempotentTx(store, "order-stats", consume.TxHandlerOf(
 		func(ctx context.Context, tx *gorm.DB, o Order) error {
-			if d, ok := outboxnats.DeliveryFrom(ctx); ok && d.Attempt > 1 {
-				log.Printf("order %d: attempt %d of %d", o.ID, d.Attempt, d.MaxAttempts)
+			if d, ok := consume.DeliveryFrom(ctx); ok && d.Attempt > 1 {
+				m, _ := d.Details.(outboxnats.Message)
+				log.Printf("order %d: attempt %d of %d (delivered %d times)", o.ID, d.Attempt, d.MaxAttempts, m.NumDelivered)
 			}
 			return tx.Exec("UPDATE stats SET orders = orders + 1, revenue = revenue + ?", o.Total).Error
 		}))
 	c, err := outboxnats.NewConsumer(js, "SHOP", "order-stats", h,
 		outboxnats.WithFilterSubject("shop.orders"),
-		outboxnats.WithMaxDeliveries(5),
 		outboxnats.WithDeadLetterSubject("shop-dead.order-stats"), // captured by another stream
+		outboxnats.WithBatch(50),
+		consume.WithConcurrency(4),
+		consume.WithMaxDeliveries(5),
 	)
 	if err != nil {
 		log.Fatal(err)
@@ -113,68 +117,48 @@ func ExampleNewConsumer() {
 	}
 }
 
-// HandlerOf decodes the payload into the handler's type; a payload that
-// does not decode is a permanent failure, so the Consumer makes its message
-// dead at once instead of retrying it.
-func ExampleHandlerOf() {
-	type Order struct{ ID, Total int }
-	h := outboxnats.HandlerOf(func(ctx context.Context, o Order) error {
-		e, _ := outboxnats.EnvelopeFrom(ctx)
-		fmt.Printf("%s %s: order %d, total %d\n", e.Type, e.ID, o.ID, o.Total)
-		return nil
-	})
-	ctx := context.Background()
-	fmt.Println(h.Handle(ctx, &outbox.Envelope{ID: "evt-1", Type: "order.created", Payload: []byte(`{"ID":7,"Total":1999}`)}))
-
-	err := h.Handle(ctx, &outbox.Envelope{ID: "evt-2", Type: "order.created", Payload: []byte(`"not an order"`)})
-	fmt.Println("bad payload:", errors.Is(err, outboxnats.ErrBadPayload), "permanent:", outbox.IsPermanent(err))
+// Bad arguments and options of a consumer, JetStream's and consume's
+// alike, are reported together by NewConsumer.
+func ExampleNewConsumer_badOption() {
+	h := consume.HandlerFunc(func(context.Context, *outbox.Envelope) error { return nil })
+	_, err := outboxnats.NewConsumer(nil, "SHOP", "stats", h, outboxnats.WithAckWait(0), consume.WithMaxDeliveries(0))
+	fmt.Println(errors.Is(err, consume.ErrInvalidOption))
+	fmt.Println(err)
 	// Output:
-	// order.created evt-1: order 7, total 1999
-	// <nil>
-	// bad payload: true permanent: true
+	// true
+	// consume: invalid option: outboxnats.WithAckWait: ack wait 0s is shorter than 1s
+	// consume: invalid option: outboxnats: nil JetStream
+	// consume: invalid option: max deliveries 0 is less than 1
 }
 
-// IdempotentTx runs a handler in a transaction in which its idempotency
-// record commits too: delivered twice, or retried after a failure, the
-// handler's writes happen once.
-func ExampleIdempotentTx() {
-	db, err := gorm.Open(sqlite.Open("file:nats-example?mode=memory&cache=shared&_txlock=immediate"), &gorm.Config{Logger: logger.Discard})
+// The dead letters of the consumers whose WithDeadLetterSubject is under
+// "shop-dead.", read page by page from the stream that captures them, and
+// one replayed to the subject it went dead from. (Needs NATS.)
+func ExampleNewDeadLetters() {
+	nc, err := nats.Connect(nats.DefaultURL)
 	if err != nil {
 		log.Fatal(err)
 	}
-	type Shipment struct {
-		ID      uint
-		OrderID string
-	}
-	if err := errors.Join(outbox.Migrate(db), db.AutoMigrate(&Shipment{})); err != nil {
-		log.Fatal(err)
-	}
-	store, err := idempotency.NewStore(db)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
 	if err != nil {
 		log.Fatal(err)
 	}
-
-	runs := 0
-	h := outboxnats.IdempotentTx(store, "shipping", func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
-		runs++
-		if err := tx.Create(&Shipment{OrderID: e.AggregateID}).Error; err != nil {
-			return err
+	dl := outboxnats.NewDeadLetters(js, "SHOP-DEAD", "shop-dead.>")
+	ctx := context.Background()
+	for cursor := ""; ; {
+		page, next, err := dl.DeadLetters(ctx, cursor, 50)
+		if err != nil {
+			log.Fatal(err)
 		}
-		if runs == 1 {
-			return errors.New("carrier API timed out") // rolls the shipment back; delivered again
+		for _, m := range page {
+			fmt.Println(m.ID, m.Source, m.Deliveries, m.Reason)
 		}
-		return nil
-	})
-	e := &outbox.Envelope{ID: "evt-9", Type: "order.paid", AggregateType: "order", AggregateID: "9"}
-	for range 3 { // a failure, its retry, then a duplicate delivery
-		fmt.Println(h.Handle(context.Background(), e))
+		if cursor = next; cursor == "" {
+			break
+		}
 	}
-	var shipments int64
-	db.Model(&Shipment{}).Count(&shipments)
-	fmt.Println("handler runs:", runs, "shipments:", shipments)
-	// Output:
-	// carrier API timed out
-	// <nil>
-	// <nil>
-	// handler runs: 2 shipments: 1
+	if _, err := dl.ReplayDead(ctx, "42"); err != nil { // its sequence in SHOP-DEAD
+		log.Fatal(err)
+	}
 }

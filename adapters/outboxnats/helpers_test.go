@@ -20,6 +20,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxnats"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/internal/testenv"
 )
@@ -78,6 +79,7 @@ func newStream(t testing.TB, js jetstream.JetStream, tweak ...func(*jetstream.St
 	for _, f := range tweak {
 		f(&cfg)
 	}
+	name = cfg.Name
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, cfg); err != nil {
@@ -112,17 +114,17 @@ func newPublisher(t testing.TB, js jetstream.JetStream, opts ...outboxnats.Optio
 }
 
 // consumerOpts are fast settings for tests.
-func consumerOpts(t testing.TB, more ...outboxnats.ConsumerOption) []outboxnats.ConsumerOption {
-	return append([]outboxnats.ConsumerOption{
-		outboxnats.WithLogger(testLogger(t)),
+func consumerOpts(t testing.TB, more ...consume.Option) []consume.Option {
+	return append([]consume.Option{
+		consume.WithLogger(testLogger(t)),
 		outboxnats.WithFetchWait(100 * time.Millisecond),
-		outboxnats.WithRetryDelay(50*time.Millisecond, 200*time.Millisecond),
+		consume.WithRetryDelay(50 * time.Millisecond), consume.WithMaxRetryDelay(200 * time.Millisecond),
 	}, more...)
 }
 
 // run starts c.Run and returns a function that stops it and checks that
 // it returned nil; the function also runs when t ends.
-func run(t testing.TB, c *outboxnats.Consumer) (stop func()) {
+func run(t testing.TB, c *consume.Consumer) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -36,45 +36,15 @@ const (
 // ContentType is the value of HeaderContentType.
 const ContentType = "application/cloudevents+json; charset=utf-8"
 
-// Option configures a Publisher; NewPublisher reports a bad one.
+// Option configures a Publisher; NewPublisher reports a bad one. The
+// Consumer's options are consume.Options (see NewConsumer).
 type Option interface {
 	applyPublisher(*pubConfig)
-}
-
-// ConsumerOption configures a Consumer; NewConsumer reports a bad one.
-type ConsumerOption interface {
-	applyConsumer(*consumerConfig)
-}
-
-// SharedOption configures both a publisher and a Consumer.
-type SharedOption interface {
-	Option
-	ConsumerOption
-}
-
-// common holds the settings of SharedOption and the configuration errors
-// of both sides.
-type common struct {
-	logger *slog.Logger
-	optionerr.Errors
-}
-
-func newCommon() common {
-	return common{logger: slog.Default(), Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
 }
 
 type pubOption func(*pubConfig)
 
 func (f pubOption) applyPublisher(c *pubConfig) { f(c) }
-
-type consumerOption func(*consumerConfig)
-
-func (f consumerOption) applyConsumer(c *consumerConfig) { f(c) }
-
-type sharedOption func(*common)
-
-func (f sharedOption) applyPublisher(c *pubConfig)     { f(&c.common) }
-func (f sharedOption) applyConsumer(c *consumerConfig) { f(&c.common) }
 
 type pubConfig struct {
 	source         string
@@ -83,7 +53,8 @@ type pubConfig struct {
 	subjectFunc    func(e *outbox.Envelope) string
 	expectStream   string
 	ackTimeout     time.Duration
-	common
+	logger         *slog.Logger
+	optionerr.Errors
 }
 
 // WithSource sets the CloudEvents source of the events published, when the
@@ -163,12 +134,11 @@ func WithAckTimeout(d time.Duration) Option {
 	})
 }
 
-// WithLogger sets the logger (default slog.Default()). The Publisher logs
+// WithLogger sets the Publisher's logger (default slog.Default()). It logs
 // at debug level only (the relay reports outcomes); payloads are never
-// logged.
-// It is a SharedOption: the same option configures a Consumer.
-func WithLogger(l *slog.Logger) SharedOption {
-	return sharedOption(func(c *common) {
+// logged. A Consumer's is consume.WithLogger.
+func WithLogger(l *slog.Logger) Option {
+	return pubOption(func(c *pubConfig) {
 		if l == nil {
 			c.Fail("nil logger")
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxnats"
+	"github.com/gormoutbox/outbox/consume"
 )
 
 // overlaps is a handler that runs for a while and notes every event
@@ -86,9 +87,9 @@ func TestConsumersNeverHandleAMessageTwiceAtOnce(t *testing.T) {
 			}
 			publishAll(t, js, stream, es...)
 			h := newOverlaps(c.hold)
-			opts := []outboxnats.ConsumerOption{outboxnats.WithBatch(c.batch), outboxnats.WithAckWait(2 * time.Second)}
+			opts := []consume.Option{outboxnats.WithBatch(c.batch), outboxnats.WithAckWait(2 * time.Second)}
 			if c.timeout > 0 {
-				opts = append(opts, outboxnats.WithHandlerTimeout(c.timeout))
+				opts = append(opts, consume.WithHandlerTimeout(c.timeout))
 			}
 			for range 2 {
 				cons, err := outboxnats.NewConsumer(js, stream, "shared", h, consumerOpts(t, opts...)...)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/optionerr"
 	"github.com/gormoutbox/outbox/relay"
 )
 
@@ -51,7 +53,8 @@ var (
 // connects again.
 func NewPublisher(js jetstream.JetStream, opts ...Option) (*Publisher, error) {
 	cfg := pubConfig{
-		common:         newCommon(),
+		Errors:         optionerr.Errors{Sentinel: ErrInvalidOption},
+		logger:         slog.Default(),
 		source:         outbox.DefaultSource,
 		defaultSubject: DefaultSubject,
 		ackTimeout:     DefaultAckTimeout,

@@ -12,6 +12,8 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxnats"
+	"github.com/gormoutbox/outbox/consume"
+	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -60,7 +62,7 @@ func TestBrokerRestart(t *testing.T) {
 		testenv.Emit(t, db, events, func(i int) outbox.Event {
 			return outbox.Event{ID: eventID(i), Type: "restart.event", Topic: "r", Payload: map[string]int{"i": i}}
 		})
-		c, err := outboxnats.NewConsumer(js, stream, "restart", outboxnats.IdempotentTx(store, "consumer",
+		c, err := outboxnats.NewConsumer(js, stream, "restart", consume.IdempotentTx(store, "consumer",
 			func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
 				return tx.Create(&effect{EventID: e.ID}).Error
 			}), consumerOpts(t, outboxnats.WithBatch(50))...)
@@ -112,4 +114,32 @@ func TestBrokerRestart(t *testing.T) {
 		checkExactlyOnce(t, db, store, events)
 		t.Logf("%d publishes reported unavailable during the outage; no attempt spent, nothing lost", pub.unavailable.Load())
 	})
+}
+
+// effect is the row a handler writes once per event. event_id is not
+// unique on purpose: a second effect would be a second row.
+type effect struct {
+	ID      uint
+	EventID string `gorm:"index"`
+}
+
+// checkExactlyOnce checks that every event has one effect row and one
+// succeeded idempotency record, and that none is left unpublished.
+func checkExactlyOnce(t *testing.T, db *gorm.DB, store *idempotency.Store, n int64) {
+	t.Helper()
+	var rows, distinct, records int64
+	must(t, db.Model(&effect{}).Count(&rows).Error)
+	must(t, db.Model(&effect{}).Distinct("event_id").Count(&distinct).Error)
+	if rows != n || distinct != n {
+		t.Errorf("%d effect rows for %d distinct events, want %d of each", rows, distinct, n)
+	}
+	must(t, db.Table(store.Table()).Where("idempotency_key LIKE ? AND status = ?", "%:consumer", "succeeded").Count(&records).Error)
+	if records != n {
+		t.Errorf("%d succeeded consumer records, want %d", records, n)
+	}
+	for _, s := range []outbox.Status{outbox.StatusFailed, outbox.StatusDead, outbox.StatusPending, outbox.StatusPublishing} {
+		if c := countStatus(t, db, s); c != 0 {
+			t.Errorf("%d events %s", c, s)
+		}
+	}
 }
