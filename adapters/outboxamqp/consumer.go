@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/gormoutbox/outbox/consume"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // DefaultPrefetch is the consumer's prefetch (WithPrefetch) unless
@@ -159,33 +160,13 @@ func (t *transport) Receive(ctx context.Context) ([]consume.Message, error) {
 		}
 		t.sess = s
 	}
-	wait := time.NewTimer(pollTime)
-	defer wait.Stop()
-	var msgs []consume.Message
-	for len(msgs) < t.cfg.prefetch {
-		var (
-			d  amqp.Delivery
-			ok bool
-		)
-		if len(msgs) == 0 {
-			select {
-			case d, ok = <-t.sess.deliveries:
-			case <-wait.C:
-				return nil, nil
-			case <-ctx.Done():
-				return nil, nil
-			}
-		} else {
-			select {
-			case d, ok = <-t.sess.deliveries:
-			default:
-				return msgs, nil
-			}
-		}
-		if !ok { // what was received goes back to the queue with the channel
-			return nil, t.end()
-		}
-		msgs = append(msgs, &delivery{t: t, d: d})
+	ds, closed := adapterkit.Collect(ctx, t.sess.deliveries, t.cfg.prefetch, pollTime)
+	if closed { // what was received goes back to the queue with the channel
+		return nil, t.end()
+	}
+	msgs := make([]consume.Message, len(ds))
+	for i, d := range ds {
+		msgs[i] = &delivery{t: t, d: d}
 	}
 	return msgs, nil
 }

@@ -1,12 +1,14 @@
 package outboxamqp
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // ContentType is the content type of every message the Publisher sends:
@@ -64,19 +66,15 @@ func (p *Publisher) message(idx int, e *outbox.Envelope) (*item, error) {
 		return nil, outbox.Permanent(fmt.Errorf("%w: event of type %q has no id", ErrInvalidMessage, e.Type))
 	}
 	exchange, key := p.Route(e)
-	env := *e // the caller's envelope is not modified
-	if env.Source == "" {
-		env.Source = p.cfg.source
-	}
-	body, err := env.MarshalJSON()
+	body, err := adapterkit.EncodeEnvelope(e, p.cfg.source, ErrInvalidMessage)
 	if err != nil {
-		return nil, outbox.Permanent(fmt.Errorf("%w: encoding event %s: %w", ErrInvalidMessage, e.ID, err))
+		return nil, err
 	}
 	m := amqp.Publishing{
 		ContentType:  ContentType,
 		DeliveryMode: amqp.Persistent,
 		Type:         e.Type,
-		AppId:        env.Source,
+		AppId:        cmp.Or(e.Source, p.cfg.source),
 		Timestamp:    e.CreatedAt,
 		Headers:      headers(e),
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gormoutbox/outbox/consume"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // Defaults of the consumer options.
@@ -219,31 +220,15 @@ func (t *transport) Receive(ctx context.Context) ([]consume.Message, error) {
 			return nil, err
 		}
 	}
+	ms, closed := adapterkit.Collect(ctx, t.fetch.msgs, t.cfg.batch, 0)
 	var msgs []consume.Message
-	for len(msgs) < t.cfg.batch {
-		var (
-			m  jetstream.Msg
-			ok bool
-		)
-		if len(msgs) == 0 {
-			select {
-			case m, ok = <-t.fetch.msgs:
-			case <-ctx.Done():
-				return nil, nil
-			}
-		} else {
-			select {
-			case m, ok = <-t.fetch.msgs:
-			default:
-				return msgs, nil
-			}
-		}
-		if !ok {
-			return msgs, t.ended(len(msgs))
-		}
+	for _, m := range ms {
 		if d := t.message(m); d != nil {
 			msgs = append(msgs, d)
 		}
+	}
+	if closed {
+		return msgs, t.ended(len(ms))
 	}
 	return msgs, nil
 }

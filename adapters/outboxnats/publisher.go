@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 	"github.com/gormoutbox/outbox/internal/optionerr"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -228,13 +229,9 @@ func (p *Publisher) message(e *outbox.Envelope) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := *e // the caller's envelope is not modified
-	if env.Source == "" {
-		env.Source = p.cfg.source
-	}
-	body, err := env.MarshalJSON()
+	body, err := adapterkit.EncodeEnvelope(e, p.cfg.source, ErrInvalidMessage)
 	if err != nil {
-		return nil, outbox.Permanent(fmt.Errorf("%w: encoding event %s: %w", ErrInvalidMessage, e.ID, err))
+		return nil, err
 	}
 	m := nats.NewMsg(subject)
 	m.Data = body
