@@ -101,11 +101,11 @@ func NewConsumer(conn *amqp.Connection, queue string, h consume.Handler, opts ..
 	var cfg consumerConfig
 	optErr := consume.ApplyTransportOptions(&cfg, opts)
 	var argErr error
-	switch {
-	case conn == nil && cfg.dial == nil:
+	if conn == nil && cfg.dial == nil {
 		argErr = fmt.Errorf("%w: outboxamqp: connection is nil and no DialFunc (WithConsumerDial) is given", consume.ErrInvalidOption)
-	case queue == "" || len(queue) > maxShortStr:
-		argErr = fmt.Errorf("%w: outboxamqp: queue name %q is empty or longer than %d bytes", consume.ErrInvalidOption, queue, maxShortStr)
+	}
+	if queue == "" || len(queue) > maxShortStr {
+		argErr = errors.Join(argErr, fmt.Errorf("%w: outboxamqp: queue name %q is empty or longer than %d bytes", consume.ErrInvalidOption, queue, maxShortStr))
 	}
 	s := consume.SettingsOf(opts...)
 	if cfg.prefetch == 0 {
