@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // keeper keeps the fetched messages in progress while this consumer holds
@@ -19,26 +21,13 @@ import (
 type keeper struct {
 	mu   sync.Mutex
 	held map[jetstream.Msg]struct{}
-	stop chan struct{}
-	done chan struct{}
+	stop func()
 }
 
 // keep starts keeping messages, every interval, until close.
 func keep(interval time.Duration) *keeper {
-	k := &keeper{held: map[jetstream.Msg]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(k.done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-k.stop:
-				return
-			case <-t.C:
-				k.progress()
-			}
-		}
-	}()
+	k := &keeper{held: map[jetstream.Msg]struct{}{}}
+	k.stop = adapterkit.Every(interval, k.progress)
 	return k
 }
 
@@ -69,7 +58,4 @@ func (k *keeper) progress() {
 }
 
 // close stops keeping, and returns once no progress is being sent.
-func (k *keeper) close() {
-	close(k.stop)
-	<-k.done
-}
+func (k *keeper) close() { k.stop() }

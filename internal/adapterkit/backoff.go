@@ -33,3 +33,27 @@ func Sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	}
 }
+
+// Every calls fn every interval from a goroutine of its own (a keeper
+// that holds a consumer's messages), until stop is called; stop returns
+// once fn is not running.
+func Every(interval time.Duration, fn func()) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				fn()
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}

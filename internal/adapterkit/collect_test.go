@@ -3,6 +3,7 @@ package adapterkit
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -34,5 +35,22 @@ func TestCollect(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if vs, closed := Collect(context.Background(), c, 10, 0); !closed {
 		t.Errorf("after the close: %v, closed %v", vs, closed)
+	}
+}
+
+func TestEvery(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	stop := Every(10*time.Millisecond, func() { mu.Lock(); n++; mu.Unlock() })
+	time.Sleep(100 * time.Millisecond)
+	stop()
+	mu.Lock()
+	got := n
+	mu.Unlock()
+	time.Sleep(30 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if got == 0 || n != got {
+		t.Errorf("%d calls before stop, %d after", got, n)
 	}
 }
