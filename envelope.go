@@ -95,6 +95,15 @@ var attributeHeaders = []string{"traceparent", "tracestate", "content-type"}
 
 // MarshalJSON encodes e as a CloudEvents 1.0 structured-mode JSON event.
 func (e *Envelope) MarshalJSON() ([]byte, error) {
+	ce, err := e.cloudEvent()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(&ce)
+}
+
+// cloudEvent returns e's CloudEvents attributes.
+func (e *Envelope) cloudEvent() (cloudEvent, error) {
 	ce := cloudEvent{
 		SpecVersion:     "1.0",
 		ID:              e.ID,
@@ -136,11 +145,11 @@ func (e *Envelope) MarshalJSON() ([]byte, error) {
 	if rest := otherHeaders(e.Headers); len(rest) > 0 {
 		b, err := json.Marshal(rest)
 		if err != nil {
-			return nil, fmt.Errorf("outbox: encoding headers of event %s: %w", e.ID, err)
+			return cloudEvent{}, fmt.Errorf("outbox: encoding headers of event %s: %w", e.ID, err)
 		}
 		ce.Headers = string(b)
 	}
-	return json.Marshal(&ce)
+	return ce, nil
 }
 
 func otherHeaders(h map[string]string) map[string]string {
@@ -172,13 +181,27 @@ func isAttributeHeader(k string) bool {
 // the wrong type.
 func DecodeEnvelope(b []byte) (*Envelope, error) {
 	var ce cloudEvent
+	if err := decodeStrict(b, &ce); err != nil {
+		return nil, err
+	}
+	return ce.envelope()
+}
+
+// decodeStrict decodes one JSON object from b into v, refusing trailing
+// data.
+func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&ce); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidEnvelope, err)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidEnvelope, err)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrInvalidEnvelope)
+		return fmt.Errorf("%w: trailing data after the JSON object", ErrInvalidEnvelope)
 	}
+	return nil
+}
+
+// envelope validates ce and returns its Envelope.
+func (ce *cloudEvent) envelope() (*Envelope, error) {
 	if err := ce.validate(); err != nil {
 		return nil, err
 	}

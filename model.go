@@ -161,13 +161,21 @@ var ErrNotMigrated = errors.New("outbox: not migrated")
 // safe to run from several processes at once (replicas starting with
 // Plugin.AutoMigrate): on PostgreSQL it runs in one transaction under an
 // advisory lock, on MySQL under a named lock, on SQLite in one
-// transaction.
+// transaction. With a Plugin in WAL mode (Plugin.WAL) it then sets up the
+// replication slot and its publication (MigrateWAL).
 func Migrate(db *gorm.DB) error {
 	table := DefaultTableName
-	if p, err := Lookup(db); err == nil {
+	p, err := Lookup(db)
+	if err == nil {
 		table = p.Table()
 	}
-	return migrate(db, table)
+	if err := migrate(db, table); err != nil {
+		return err
+	}
+	if p != nil && p.WAL != nil && !p.WAL.Drain {
+		return MigrateWAL(db, *p.WAL)
+	}
+	return nil
 }
 
 // outboxMigrations are the files of package migrations that belong to the

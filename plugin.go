@@ -64,6 +64,12 @@ type Plugin struct {
 	// before publishing. Nil: no check.
 	Registry *Registry
 
+	// WAL, when set, turns on WAL mode on PostgreSQL 14 and later: events
+	// are written as logical decoding messages instead of rows, and the
+	// relays stream them from a replication slot (see WAL). Nil: table
+	// mode, the default.
+	WAL *WAL
+
 	table         string
 	kind          dialect.Kind
 	maxPayload    int // 0: no limit
@@ -95,7 +101,13 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		return p.Registry.Err()
 	}
 	p.table, p.kind = table, kind
+	if err := p.initWAL(kind); err != nil {
+		return err
+	}
 	p.writer = newWriter(kind, table)
+	if p.WAL != nil && !p.WAL.Drain {
+		p.writer.walPrefix = WALPrefix(table)
+	}
 	switch {
 	case p.MaxPayloadSize == 0:
 		p.maxPayload = DefaultMaxPayloadSize
@@ -110,8 +122,13 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		if err := migrate(db, table); err != nil {
 			return err
 		}
+		if p.WAL != nil && !p.WAL.Drain {
+			if err := MigrateWAL(db, *p.WAL); err != nil {
+				return err
+			}
+		}
 	}
-	return nil
+	return p.checkWAL(db)
 }
 
 // Table returns the outbox table name in use (DefaultTableName unless

@@ -27,6 +27,9 @@ const (
 type writer struct {
 	drv   sqldriver.Driver
 	table string
+	// walPrefix, in WAL mode, is the prefix of the logical decoding
+	// messages written instead of rows (wal_write.go); "" in table mode.
+	walPrefix string
 }
 
 func newWriter(kind dialect.Kind, table string) *writer {
@@ -37,6 +40,9 @@ func newWriter(kind dialect.Kind, table string) *writer {
 // transaction. Its statements reach db's GORM logger (when slow or failed)
 // without the payloads and headers bound to them.
 func (w *writer) write(db *gorm.DB, events []encodedEvent) error {
+	if w.walPrefix != "" {
+		return w.writeWAL(db, events)
+	}
 	tx := db.Session(&gorm.Session{NewDB: true, Logger: redactingLogger{db.Logger}})
 	if err := w.lockKeys(tx, events); err != nil {
 		return err

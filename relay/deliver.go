@@ -88,6 +88,14 @@ func (r *Relay) maxAttempts(row *outbox.OutboxEvent) int {
 func (r *Relay) deliver(ctx context.Context, rows []outbox.OutboxEvent, deadline time.Time, unavailableDelay time.Duration,
 	flush func([]outcome) []bool) (outs []outcome, abandoned []int64, unavailable bool) {
 	all, envs, envOf := r.decodeRows(rows)
+	return r.deliverDecoded(ctx, rows, all, envs, envOf, deadline, unavailableDelay, flush)
+}
+
+// deliverDecoded is deliver of rows already decoded: all holds each row's
+// outcome (dead for the undecodable ones), envs the envelopes to deliver
+// and envOf each row's envelope (-1: none).
+func (r *Relay) deliverDecoded(ctx context.Context, rows []outbox.OutboxEvent, all []outcome, envs []*outbox.Envelope, envOf []int,
+	deadline time.Time, unavailableDelay time.Duration, flush func([]outcome) []bool) (outs []outcome, abandoned []int64, unavailable bool) {
 	if len(envs) == 0 {
 		return all, nil, false
 	}

@@ -39,6 +39,7 @@ type instruments struct {
 	publishDuration, lag                             metric.Float64Histogram
 	pending                                          metric.Int64ObservableGauge
 	oldest                                           metric.Float64ObservableGauge
+	walInstruments
 }
 
 func newInstruments(mp metric.MeterProvider) (*instruments, error) {
@@ -80,6 +81,9 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	}
 	if in.oldest, err = m.Float64ObservableGauge("outbox.events.oldest_pending_age", metric.WithUnit("s"),
 		metric.WithDescription("How long the oldest deliverable pending event has waited.")); err != nil {
+		return nil, err
+	}
+	if err = in.walInstruments.init(m); err != nil {
 		return nil, err
 	}
 	return in, nil

@@ -63,6 +63,10 @@ type config struct {
 	registry     *outbox.Registry
 	meter        metric.MeterProvider
 	tracer       trace.TracerProvider
+	// WAL mode (wal_options.go).
+	replicationDSN string
+	walWarnLag     int64
+	walWarnAge     time.Duration
 	optionerr.Errors
 }
 
@@ -77,6 +81,8 @@ func defaultConfig() config {
 		retention:    DefaultRetention,
 		listen:       true,
 		heartbeat:    DefaultHeartbeat,
+		walWarnLag:   DefaultWALWarnLag,
+		walWarnAge:   DefaultWALWarnAge,
 		Errors:       optionerr.Errors{Sentinel: ErrInvalidOption},
 	}
 }

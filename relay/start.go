@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 )
@@ -18,7 +19,10 @@ import (
 // the way it rescues expired leases and deletes published events older
 // than the retention.
 //
-// Start returns an error only if the relay is already running.
+// Start returns an error only if the relay is already running, or, in
+// WAL mode (outbox.WAL), when the replication slot was invalidated
+// (ErrWALSlotLost): events were lost, and the relay stops rather than go
+// on silently.
 //
 // Inside, Start composes the relay's services, each in its own file: the
 // listener (wake-ups on commit), the heartbeater, the completer (recording
@@ -39,6 +43,9 @@ func (r *Relay) Start(ctx context.Context) error {
 		return err
 	}
 	defer r.release()
+	// fatal stops the relay with an error (WAL mode's slot invalidated).
+	ctx, fatal := context.WithCancelCause(ctx)
+	defer fatal(nil)
 	// lctx ends the heartbeater and the listener: with ctx, and at the
 	// latest once the batch in hand is recorded.
 	lctx, cancel := context.WithCancel(ctx)
@@ -68,10 +75,18 @@ func (r *Relay) Start(ctx context.Context) error {
 
 	jan := newJanitor(r, single.active)
 	jan.start(lctx, &wg)
+	wal := newWALStreamer(r, totals, func(err error) { fatal(&fatalError{err}) })
+	if wal != nil {
+		if reg, err := r.inst.observeWAL(wal); err == nil {
+			defer func() { _ = reg.Unregister() }()
+		}
+	}
+	wal.start(lctx, &wg)
 	fetch := newFetcher(r, comp, listen, jan, totals)
 	fetch.single = single
 	r.runFetcher(ctx, fetch)
 
+	wal.stop()
 	comp.stop()
 	jan.stop()
 	single.stop()
@@ -82,8 +97,17 @@ func (r *Relay) Start(ctx context.Context) error {
 	r.background.Wait()
 	r.log.Info("relay stopped", "claimed", totals.claimed.Load(), "published", totals.published.Load(),
 		"failed", totals.failed.Load(), "dead", totals.dead.Load(), "released", totals.released.Load(), "lost", totals.lost.Load(), "rescued", totals.rescued.Load())
+	var fe *fatalError
+	if errors.As(context.Cause(ctx), &fe) {
+		return fe.err
+	}
 	return nil
 }
+
+// fatalError is the cause of a Start stopped by one of its services.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
 
 // counters are the running totals of a Start: its heartbeats report
 // them, and its last log line.

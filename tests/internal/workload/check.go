@@ -23,6 +23,10 @@ type Expect struct {
 	// Ordered checks that each partition key's effects follow the key's
 	// commit order (where the relay itself runs the handlers).
 	Ordered bool
+	// WAL: the events were written in WAL mode: only those that failed
+	// are in the outbox table, and a key's commit order is its orders'
+	// KeySeq (WriterConfig.KeySeq).
+	WAL bool
 }
 
 // Report is what Check found.
@@ -171,6 +175,13 @@ func Check(t testing.TB, db *gorm.DB, exp Expect) Report {
 	}
 	r.Dead = checkDead(t, db, exp)
 
+	if exp.WAL {
+		if exp.Ordered {
+			r.OrderViolations = checkKeySeq(t, db)
+		}
+		r.MaxAttempts = count(t, db, `SELECT COALESCE(MAX(attempts), 1) FROM outbox_events`)
+		return r
+	}
 	r.HalfWritten = count(t, db, `SELECT COUNT(*) FROM fault_orders o WHERE NOT EXISTS (SELECT 1 FROM outbox_events e WHERE e.event_id = o.event_id)`) +
 		count(t, db, `SELECT COUNT(*) FROM outbox_events e WHERE e.type = ? AND NOT EXISTS (SELECT 1 FROM fault_orders o WHERE o.event_id = e.event_id)`, TypeWork)
 	if r.HalfWritten > 0 {
@@ -340,4 +351,39 @@ func WaitPublished(t testing.TB, db *gorm.DB, timeout time.Duration) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("events still unfinished after %v: %v", timeout, statuses(t, db))
+}
+
+// checkKeySeq compares, per partition key, the order of the effects with
+// the key's commit order, its orders' KeySeq.
+func checkKeySeq(t testing.TB, db *gorm.DB) int {
+	t.Helper()
+	var rows []struct {
+		PartitionKey string
+		EventID      string
+		KeySeq       int64
+	}
+	err := db.Raw(`SELECT f.partition_key, f.event_id, o.key_seq FROM fault_effects f
+		JOIN fault_orders o ON o.event_id = f.event_id
+		WHERE f.kind = 'work' AND f.partition_key <> '' ORDER BY f.id`).Scan(&rows).Error
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]int64{}
+	violations := 0
+	for _, r := range rows {
+		if r.KeySeq == 0 {
+			t.Fatalf("event %s of key %s has no KeySeq: write with WriterConfig.KeySeq", r.EventID, r.PartitionKey)
+		}
+		if prev, ok := last[r.PartitionKey]; ok && r.KeySeq < prev {
+			violations++
+			if violations <= 5 {
+				t.Errorf("key %s: event %s (commit %d of its key) took effect after commit %d", r.PartitionKey, r.EventID, r.KeySeq, prev)
+			}
+		}
+		last[r.PartitionKey] = r.KeySeq
+	}
+	if violations > 5 {
+		t.Errorf("%d effects out of their key's commit order in all", violations)
+	}
+	return violations
 }

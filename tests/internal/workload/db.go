@@ -46,9 +46,20 @@ type Order struct {
 	ID           int64  `gorm:"primaryKey"`
 	EventID      string `gorm:"size:64;uniqueIndex"`
 	PartitionKey string `gorm:"size:64"`
-	MaxAttempts  int    `gorm:"-"`
-	CreatedAt    time.Time
+	// KeySeq numbers a key's orders in commit order (WriterConfig.KeySeq).
+	KeySeq      int64
+	MaxAttempts int `gorm:"-"`
+	CreatedAt   time.Time
 }
+
+// KeySeq is the last number given to a key's order (WriterConfig.KeySeq).
+type KeySeq struct {
+	Key string `gorm:"primaryKey;size:64"`
+	N   int64
+}
+
+// TableName implements gorm.Tabler.
+func (KeySeq) TableName() string { return "fault_key_seqs" }
 
 // TableName implements gorm.Tabler.
 func (Order) TableName() string { return "fault_orders" }
@@ -98,7 +109,17 @@ func QuietMySQL() { _ = mysql.SetLogger(log.New(io.Discard, "", 0)) }
 
 // OpenDB opens dsn with the outbox plugin installed and a pool sized for
 // several relays and writers.
-func OpenDB(dialect, dsn string) (*gorm.DB, error) {
+func OpenDB(dialect, dsn string) (*gorm.DB, error) { return OpenDBWith(dialect, dsn, &outbox.Plugin{}) }
+
+// OpenWALDB opens a PostgreSQL dsn with the plugin in WAL mode (the default
+// slot); Setup (Migrate) creates the slot.
+func OpenWALDB(dsn string) (*gorm.DB, error) {
+	return OpenDBWith(Postgres, dsn, &outbox.Plugin{WAL: &outbox.WAL{}, AutoMigrate: true})
+}
+
+// OpenDBWith opens dsn with plugin installed and a pool sized for several
+// relays and writers.
+func OpenDBWith(dialect, dsn string, plugin *outbox.Plugin) (*gorm.DB, error) {
 	var d gorm.Dialector
 	switch dialect {
 	case SQLite:
@@ -124,7 +145,7 @@ func OpenDB(dialect, dsn string) (*gorm.DB, error) {
 		sqlDB.SetMaxOpenConns(40)
 		sqlDB.SetMaxIdleConns(40)
 	}
-	if err := db.Use(&outbox.Plugin{}); err != nil {
+	if err := db.Use(plugin); err != nil {
 		return nil, err
 	}
 	return db, nil
@@ -142,5 +163,5 @@ func Setup(ctx context.Context, db *gorm.DB) error {
 	if err := store.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrating the idempotency table: %w", err)
 	}
-	return db.AutoMigrate(&Order{}, &Effect{}, &ProbeRecord{})
+	return db.AutoMigrate(&Order{}, &Effect{}, &ProbeRecord{}, &KeySeq{})
 }

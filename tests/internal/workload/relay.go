@@ -58,6 +58,8 @@ type RelayConfig struct {
 	Behavior  Behavior
 	// LogLevel of the relay's log (default warn).
 	LogLevel slog.Level
+	// WAL opens the relay process's database in WAL mode (OpenWALDB).
+	WAL bool
 }
 
 func (c *RelayConfig) defaults() {
@@ -278,7 +280,12 @@ func relayMain(js string) int {
 	var db *gorm.DB
 	var err error
 	for deadline := time.Now().Add(2 * time.Minute); ; {
-		if db, err = OpenDB(cfg.Dialect, cfg.DSN); err == nil {
+		if cfg.WAL {
+			db, err = OpenWALDB(cfg.DSN)
+		} else {
+			db, err = OpenDB(cfg.Dialect, cfg.DSN)
+		}
+		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {

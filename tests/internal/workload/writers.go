@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +36,11 @@ type WriterConfig struct {
 	// Create of a slice; the plugin emits an event per row as before)
 	// rather than one INSERT per order: more events per second.
 	Batched bool
+	// KeySeq numbers each key's orders in the commit order of their
+	// transactions (Order.KeySeq), under a row lock per key held to the
+	// commit (PostgreSQL): what checks a key's order where events have no
+	// outbox id (WAL mode).
+	KeySeq bool
 }
 
 func (c *WriterConfig) defaults() {
@@ -121,6 +128,11 @@ func (w *Writers) run(ctx context.Context, db *gorm.DB) {
 		}
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := db.WithContext(tctx).Transaction(func(tx *gorm.DB) error {
+			if w.cfg.KeySeq {
+				if err := numberKeys(tx, orders); err != nil {
+					return err
+				}
+			}
 			if w.cfg.Batched {
 				return tx.Create(&orders).Error
 			}
@@ -187,6 +199,23 @@ func Fill(db *gorm.DB, n int, cfg WriterConfig) error {
 		}
 		if err := db.Transaction(func(tx *gorm.DB) error { return tx.CreateInBatches(&orders, 100).Error }); err != nil {
 			return fmt.Errorf("filling orders %d…: %w", done, err)
+		}
+	}
+	return nil
+}
+
+// numberKeys gives each keyed order the next number of its key, locking
+// the keys (in key order: no deadlock) until the transaction ends.
+func numberKeys(tx *gorm.DB, orders []Order) error {
+	slices.SortStableFunc(orders, func(a, b Order) int { return strings.Compare(a.PartitionKey, b.PartitionKey) })
+	for i := range orders {
+		if orders[i].PartitionKey == "" {
+			continue
+		}
+		err := tx.Raw(`INSERT INTO fault_key_seqs (key, n) VALUES (?, 1)
+			ON CONFLICT (key) DO UPDATE SET n = fault_key_seqs.n + 1 RETURNING n`, orders[i].PartitionKey).Scan(&orders[i].KeySeq).Error
+		if err != nil {
+			return err
 		}
 	}
 	return nil
