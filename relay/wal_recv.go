@@ -75,11 +75,11 @@ type reader struct {
 	keyCol   int
 	stateCol int
 
-	pushedEnd  pglogrepl.LSN // the end of the last transaction pushed
-	idleEnd    pglogrepl.LSN // a later position with nothing to deliver before it
-	reported   pglogrepl.LSN
-	lastSent   time.Time // when reported was sent
-	nextTick   time.Time // the read deadline
+	pushedEnd pglogrepl.LSN // the end of the last transaction pushed
+	idleEnd   pglogrepl.LSN // a later position with nothing to deliver before it
+	reported  pglogrepl.LSN
+	lastSent  time.Time // when reported was sent
+	nextTick  time.Time // the read deadline
 }
 
 // read receives transactions and pushes those with events (or keys) to

@@ -26,3 +26,40 @@ func TestWALDelivers(t *testing.T) {
 		t.Errorf("%d events went into the outbox table; every delivery succeeded, so none should", n)
 	}
 }
+
+// WAL mode: the events of one key fail for two seconds. Each
+// failure moves the event into the outbox table (failed, retried there
+// with backoff), and the key's later events follow it into the table
+// (pending) until the key has nothing unfinished left; the other keys go
+// on streaming, none of their events touching the table. Every event is
+// delivered once, each key in commit order.
+func TestWALFailingKeySpills(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	d := startWALDatabase(t)
+	cfg := walRelayConfig(d)
+	cfg.Behavior = workload.Behavior{FailKey: "k000", FailKeyUntil: time.Now().Add(3 * time.Second)}
+	relays := startFleet(t, d.db, cfg, 1, 0)
+	w := workload.StartWriters(d.db, workload.WriterConfig{Writers: 4, KeySeq: true, Limit: 2000, Keys: 8, KeyedPercent: 90})
+	<-w.Done()
+	walFinish(t, d.db, relays, w, ending{scenario: "WAL mode, a failing key spills", transport: workload.Inproc,
+		expect: workload.Expect{Ordered: true}, start: start, lastFault: start})
+	var byKey []struct {
+		PartitionKey string
+		N            int
+	}
+	if err := d.db.Raw(`SELECT partition_key, COUNT(*) AS n FROM outbox_events GROUP BY partition_key`).Scan(&byKey).Error; err != nil {
+		t.Fatal(err)
+	}
+	spilled := 0
+	for _, k := range byKey {
+		if k.PartitionKey != "k000" {
+			t.Errorf("%d events of key %q went into the table; only the failing key's should", k.N, k.PartitionKey)
+		}
+		spilled += k.N
+	}
+	if spilled == 0 {
+		t.Error("no event of the failing key went into the table")
+	}
+	t.Logf("%d events of the failing key went through the table", spilled)
+}

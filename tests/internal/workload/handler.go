@@ -37,6 +37,9 @@ type Behavior struct {
 	// PoisonID is an event that makes the process exit (status 3) when it
 	// is handled: a handler that crashes its relay.
 	PoisonID string
+	// FailKey's events fail every attempt made before FailKeyUntil.
+	FailKey      string
+	FailKeyUntil time.Time
 }
 
 // PoisonExit is the exit status of a relay process that handled the
@@ -93,6 +96,9 @@ func (b Behavior) handle(ctx context.Context, tx *gorm.DB, e *outbox.Envelope, c
 	}
 	if b.Work > 0 {
 		sleep(ctx, b.Work)
+	}
+	if b.FailKey != "" && e.PartitionKey == b.FailKey && time.Now().Before(b.FailKeyUntil) {
+		return fmt.Errorf("workload: key %s fails attempt %d", b.FailKey, e.Attempt)
 	}
 	if e.Attempt <= 1 && e.Type == TypeWork {
 		if Chosen(e.ID, b.SlowPercent) {
