@@ -2,6 +2,8 @@ package tests
 
 import (
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +18,24 @@ func walServerArgs(extra ...string) servers.Option {
 	args := []string{"-c", "wal_level=logical", "-c", "max_wal_senders=20", "-c", "max_replication_slots=20",
 		"-c", "wal_sender_timeout=10s"}
 	return servers.WithArgs(append(args, extra...)...)
+}
+
+// startPostgresWAL starts a throw-away PostgreSQL with wal_level=logical.
+func startPostgresWAL(t *testing.T, extra ...string) *servers.Postgres {
+	t.Helper()
+	return servers.StartPostgres(t, walServerArgs(extra...))
+}
+
+// testLogger logs to t at warn level and above.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testLogWriter struct{ t *testing.T }
+
+func (w testLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
 
 // startWALDatabase starts a throw-away PostgreSQL with wal_level=logical
