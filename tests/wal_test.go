@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gormoutbox/outbox/tests/internal/servers"
 	"github.com/gormoutbox/outbox/tests/internal/workload"
 )
 
@@ -62,4 +63,30 @@ func TestWALFailingKeySpills(t *testing.T) {
 		t.Error("no event of the failing key went into the table")
 	}
 	t.Logf("%d events of the failing key went through the table", spilled)
+}
+
+// WAL mode end to end through the brokers of this module: asynq tasks and
+// a Redis stream (a throw-away Redis each), handled by their consumers
+// with idempotency records: every committed event has one effect. (The
+// RabbitMQ and NATS publishers, modules of their own, are tested the same
+// way in the module tests/walbrokers.)
+func TestWALBrokers(t *testing.T) {
+	t.Parallel()
+	for _, transport := range []string{workload.Asynq, workload.Stream} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			d := startWALDatabase(t)
+			rs := servers.StartRedis(t, servers.NoPersistence)
+			cons := startConsumers(t, transport, d, rs.Addr())
+			cfg := walRelayConfig(d)
+			cfg.Transport, cfg.RedisAddr = transport, rs.Addr()
+			relays := startFleet(t, d.db, cfg, 1, 1)
+			w := workload.StartWriters(d.db, workload.WriterConfig{Writers: 4, KeySeq: true, Limit: 1500})
+			<-w.Done()
+			walFinish(t, d.db, relays, w, ending{scenario: "WAL mode through " + transport, transport: transport,
+				start: start, lastFault: start, consumers: cons})
+			cons.Stop()
+		})
+	}
 }
