@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -22,6 +23,9 @@ type Inspector struct {
 	db       *gorm.DB
 	kind     dialect.Kind
 	table    string
+	walSlot  string // InspectWAL
+	walLag   int64
+	walAge   time.Duration
 	attempts *attemptTable
 	minutes  *minuteCache // Throughput's settled minutes
 }
@@ -30,7 +34,10 @@ type Inspector struct {
 type InspectorOption func(*inspectorConfig)
 
 type inspectorConfig struct {
-	table string
+	table   string
+	walSlot string
+	walLag  int64
+	walAge  time.Duration
 }
 
 // InspectTable makes the Inspector read the outbox table name instead of
@@ -49,7 +56,7 @@ func NewInspector(db *gorm.DB, opts ...InspectorOption) (*Inspector, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: db is nil", ErrInvalidOption)
 	}
-	cfg := inspectorConfig{table: tableOf(db)}
+	cfg := inspectorConfig{table: tableOf(db), walLag: DefaultWALWarnLag, walAge: DefaultWALWarnAge}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -71,7 +78,7 @@ func NewInspector(db *gorm.DB, opts ...InspectorOption) (*Inspector, error) {
 		return nil, fmt.Errorf("relay: %w: missing table %s: run outbox.Migrate (or `outbox migrate`)",
 			outbox.ErrNotMigrated, strings.Join(missing, ", "))
 	}
-	return &Inspector{db: db, kind: kind, table: cfg.table, attempts: newAttemptTable(kind, cfg.table, false), minutes: &minuteCache{}}, nil
+	return &Inspector{db: db, kind: kind, table: cfg.table, walSlot: cfg.walSlot, walLag: cfg.walLag, walAge: cfg.walAge, attempts: newAttemptTable(kind, cfg.table, false), minutes: &minuteCache{}}, nil
 }
 
 // Table returns the outbox table the Inspector reads.
@@ -165,6 +172,9 @@ func (i *Inspector) GetStats(ctx context.Context) (*Stats, error) {
 		return nil, err
 	}
 	if s.Relays, err = o.relays(); err != nil {
+		return nil, err
+	}
+	if s.WAL, err = i.walStats(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -35,6 +35,9 @@ type Stats struct {
 	OldestPendingAge time.Duration
 	// Relays lists the relays that recorded heartbeats, live and stale.
 	Relays []RelayStatus
+	// WAL is the health of the table's replication slot in WAL mode
+	// (outbox.WAL), nil where there is none (see InspectWAL).
+	WAL *WALStats
 }
 
 // stats counts the relay's table, without the heartbeats (for gauges).

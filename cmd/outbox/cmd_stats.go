@@ -21,9 +21,25 @@ type statsJSON struct {
 	// (PostgreSQL, more than 10,000 published events), not a count.
 	PublishedEstimated bool        `json:"published_estimated"`
 	Relays             []relayJSON `json:"relays"`
+	// WAL is the replication slot of WAL mode, absent without one.
+	WAL *walJSON `json:"wal,omitempty"`
 	// Warnings name setups that lose track of events, such as live relays
 	// of this table that deliver to different places.
 	Warnings []string `json:"warnings"`
+}
+
+// walJSON is the health of WAL mode's replication slot.
+type walJSON struct {
+	Slot   string `json:"slot"`
+	Status string `json:"wal_status"`
+	Active bool   `json:"active"`
+	// LagBytes is the WAL the server keeps for the slot; SafeBytes what
+	// may still be written before it is invalidated (-1: no limit).
+	LagBytes                   int64   `json:"lag_bytes"`
+	SafeBytes                  int64   `json:"safe_bytes"`
+	OldestUnconfirmedAgeSecond float64 `json:"oldest_unconfirmed_age_seconds"`
+	Streamer                   string  `json:"streamer,omitempty"`
+	Warning                    string  `json:"warning,omitempty"`
 }
 
 type relayJSON struct {
@@ -56,7 +72,10 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 		"Counts the events per status, measures how long the oldest deliverable pending\n"+
 			"event has waited, and lists the relays that recorded heartbeats, live or stale,\n"+
 			"with where each delivers (its publisher) and its counts as of its last heartbeat.\n"+
-			"Warns when live relays of the table deliver to different places.").withJSON()
+			"In WAL mode, reports the replication slot: its wal_status, lag in bytes, the age\n"+
+			"of its oldest unconfirmed commit, and the streaming relay.\n"+
+			"Warns when live relays of the table deliver to different places, and when the\n"+
+			"slot is past its warning thresholds or invalidated.").withJSON()
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -80,6 +99,13 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 	}
 	if w := publisherWarning(s.Relays); w != "" {
 		out.Warnings = append(out.Warnings, w)
+	}
+	if ws := s.WAL; ws != nil {
+		out.WAL = &walJSON{Slot: ws.Slot, Status: ws.Status, Active: ws.Active, LagBytes: ws.LagBytes, SafeBytes: ws.SafeBytes,
+			OldestUnconfirmedAgeSecond: ws.OldestUnconfirmedAge.Seconds(), Streamer: ws.Streamer, Warning: ws.Warning}
+		if ws.Warning != "" {
+			out.Warnings = append(out.Warnings, "WAL mode, slot "+ws.Slot+": "+ws.Warning)
+		}
 	}
 	if f.json {
 		return writeJSON(c, out)
@@ -123,6 +149,17 @@ func printStats(c *cli, table string, s *relay.Stats, warnings []string) {
 		fmt.Fprintf(w, "%s\t%d\n", st, s.Counts[st])
 	}
 	fmt.Fprintf(w, "oldest pending\t%s\n", s.OldestPendingAge.Round(time.Millisecond))
+	if ws := s.WAL; ws != nil {
+		state := "no relay streams it"
+		if ws.Active {
+			state = "streamed by " + ws.Streamer
+		}
+		fmt.Fprintf(w, "WAL slot\t%s (%s, %s)\n", cell(ws.Slot), cell(ws.Status), cell(state))
+		fmt.Fprintf(w, "WAL lag\t%d bytes, oldest unconfirmed commit %s\n", ws.LagBytes, ws.OldestUnconfirmedAge.Round(time.Millisecond))
+		if ws.SafeBytes >= 0 {
+			fmt.Fprintf(w, "WAL before invalidation\t%d bytes (max_slot_wal_keep_size)\n", ws.SafeBytes)
+		}
+	}
 	_ = w.Flush()
 	fmt.Fprintf(c.stdout, "\nrelays: %d\n", len(s.Relays))
 	if len(s.Relays) > 0 {
