@@ -63,22 +63,16 @@ func (i *Inspector) walStats(ctx context.Context) (*WALStats, error) {
 		}
 	}
 	db := i.db.WithContext(ctx)
-	var st struct {
-		slotState
-		Safe *int64
-	}
-	q := `SELECT true AS exists, COALESCE(wal_status, '') AS status, active,
-		COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint AS lag_bytes, safe_wal_size AS safe
-		FROM pg_replication_slots WHERE slot_name = ?`
-	if err := db.Raw(q, slot).Scan(&st).Error; err != nil {
+	var st slotState
+	if err := db.Raw(slotStateSQL, slot).Scan(&st).Error; err != nil {
 		return nil, fmt.Errorf("relay: reading the slot %s: %w", slot, err)
 	}
 	if !st.Exists {
 		return nil, nil
 	}
 	w := &WALStats{Slot: slot, Status: st.Status, Active: st.Active, LagBytes: st.LagBytes, SafeBytes: -1}
-	if st.Safe != nil {
-		w.SafeBytes = *st.Safe
+	if st.SafeWAL != nil {
+		w.SafeBytes = *st.SafeWAL
 	}
 	var row struct {
 		Streamer    string
@@ -100,7 +94,7 @@ func (i *Inspector) walStats(ctx context.Context) (*WALStats, error) {
 			w.OldestUnconfirmedAge = secs(row.RecordedAge)
 		}
 	}
-	w.Warning = walWarning(st.slotState, w.OldestUnconfirmedAge, i.walLag, i.walAge)
+	w.Warning = walWarning(st, w.OldestUnconfirmedAge, i.walLag, i.walAge)
 	if !st.Active && w.Warning == "" && st.LagBytes > 0 {
 		w.Warning = "no relay streams the slot"
 	}

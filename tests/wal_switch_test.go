@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,6 +110,12 @@ func TestWALSlotInvalidated(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the relay did not stop within 30s of its slot's invalidation")
 	}
+	checkWALStats(t, d, func(s *relay.WALStats) string {
+		if s.Status != "lost" || !strings.Contains(s.Warning, "invalidated") {
+			return "want wal_status lost, and a warning that says so"
+		}
+		return ""
+	})
 	_, err = workload.OpenWALDB(d.dsn)
 	if !errors.Is(err, outbox.ErrWALNotReady) {
 		t.Errorf("db.Use with an invalidated slot: %v, want ErrWALNotReady", err)

@@ -1,8 +1,13 @@
 package tests
 
 import (
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gormoutbox/outbox/admin"
+	"github.com/gormoutbox/outbox/relay"
 
 	"github.com/gormoutbox/outbox/tests/internal/servers"
 	"github.com/gormoutbox/outbox/tests/internal/workload"
@@ -18,6 +23,19 @@ func TestWALDelivers(t *testing.T) {
 	relays := startFleet(t, d.db, walRelayConfig(d), 2, 0)
 	w := workload.StartWriters(d.db, workload.WriterConfig{Writers: 4, KeySeq: true, Limit: 3000, Keys: 16})
 	<-w.Done()
+	workload.WaitDrained(t, d.db, 60*time.Second, 0)
+	time.Sleep(1500 * time.Millisecond) // the streamer records its progress every second
+	checkWALStats(t, d, func(s *relay.WALStats) string {
+		switch {
+		case !s.Active || s.Streamer == "":
+			return "want a relay streaming the slot"
+		case s.Status != "reserved" && s.Status != "extended":
+			return "want wal_status reserved"
+		case s.OldestUnconfirmedAge > 5*time.Second:
+			return "want every delivered commit confirmed"
+		}
+		return ""
+	})
 	rep := walFinish(t, d.db, relays, w, ending{scenario: "WAL mode delivers", transport: workload.Inproc,
 		expect: workload.Expect{Ordered: true}, start: start, lastFault: start})
 	if rep.Committed < 3000 {
@@ -89,4 +107,34 @@ func TestWALBrokers(t *testing.T) {
 			cons.Stop()
 		})
 	}
+}
+
+// checkWALStats reads the slot's health as outbox stats and the admin page
+// show it, and fails t unless want holds for it.
+func checkWALStats(t *testing.T, d *database, want func(*relay.WALStats) string) *relay.WALStats {
+	t.Helper()
+	insp, err := relay.NewInspector(d.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := insp.GetStats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.WAL == nil {
+		t.Fatal("GetStats reports no WAL slot")
+	}
+	if msg := want(s.WAL); msg != "" {
+		t.Errorf("WAL stats %+v: %s", *s.WAL, msg)
+	}
+	h, err := admin.NewHandler(d.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "http://localhost/", nil))
+	if body := rec.Body.String(); !strings.Contains(body, "WAL mode") || !strings.Contains(body, s.WAL.Slot) {
+		t.Errorf("the admin page's overview shows no WAL section (status %d)", rec.Code)
+	}
+	return s.WAL
 }
