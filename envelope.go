@@ -188,14 +188,10 @@ func DecodeEnvelope(b []byte) (*Envelope, error) {
 }
 
 // decodeStrict decodes one JSON object from b into v, refusing trailing
-// data.
+// data (json.Unmarshal does).
 func decodeStrict(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(v); err != nil {
+	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidEnvelope, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: trailing data after the JSON object", ErrInvalidEnvelope)
 	}
 	return nil
 }

@@ -123,7 +123,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 			return err
 		}
 		if p.WAL != nil && !p.WAL.Drain {
-			if err := MigrateWAL(db, *p.WAL); err != nil {
+			if err := migrateWAL(db, table, *p.WAL); err != nil {
 				return err
 			}
 		}

@@ -70,9 +70,12 @@ func (m *WALMessage) MarshalJSON() ([]byte, error) {
 // with an error wrapping ErrInvalidEnvelope where DecodeEnvelope would, and
 // on a negative maxattempts.
 func DecodeWALMessage(b []byte) (*WALMessage, error) {
-	var w walCloudEvent
-	if err := decodeStrict(b, &w); err != nil {
-		return nil, err
+	w, ok := decodeWALFast(b)
+	if !ok {
+		w = &walCloudEvent{}
+		if err := decodeStrict(b, w); err != nil {
+			return nil, err
+		}
 	}
 	if w.MaxAttempts < 0 {
 		return nil, fmt.Errorf("%w: negative maxattempts", ErrInvalidEnvelope)

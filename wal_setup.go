@@ -33,6 +33,11 @@ func MigrateWAL(db *gorm.DB, w WAL) error {
 	if p, err := Lookup(db); err == nil {
 		table = p.Table()
 	}
+	return migrateWAL(db, table, w)
+}
+
+// migrateWAL is MigrateWAL for table.
+func migrateWAL(db *gorm.DB, table string, w WAL) error {
 	if k, err := dialect.Of(db); err != nil || k != dialect.Postgres {
 		return fmt.Errorf("%w: WAL mode needs PostgreSQL 14 or later", ErrWALNotReady)
 	}

@@ -99,14 +99,14 @@ func (d *walDeliverer) decode(txs []*walTx) []walEvent {
 	var events []walEvent
 	for ti, tx := range txs {
 		for _, it := range tx.items {
-			if it.content == nil {
+			if it.marker() {
 				events = append(events, walEvent{tx: ti, done: true, row: outbox.OutboxEvent{PartitionKey: it.key, ID: -1}})
 				continue
 			}
 			d.seq++
 			ev := walEvent{tx: ti, row: outbox.OutboxEvent{ID: d.seq, Attempts: 1, AvailableAt: tx.commit, CreatedAt: tx.commit,
 				Status: outbox.StatusPublishing}}
-			m, err := outbox.DecodeWALMessage(it.content)
+			m, err := it.msg, it.err
 			if err != nil {
 				ev.err = outbox.Permanent(fmt.Errorf("undecodable WAL message: %w", err))
 				ev.row.EventID, ev.row.Type, ev.row.Payload = fmt.Sprintf("wal-undecodable-%d-%d", tx.end, d.seq), "undecodable", it.content

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wmsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/components/forwarder"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox"
+)
+
+// drainSpec is one relay drain: fill a backlog (not timed), then time its
+// delivery by a number of relays.
+type drainSpec struct {
+	name   string
+	system string // ours-table, ours-wal, raw, river, watermill
+	relays int
+}
+
+var drains = []drainSpec{
+	{"gorm-outbox table mode, 1 relay", "ours-table", 1},
+	{"gorm-outbox table mode, 2 relays", "ours-table", 2},
+	{"gorm-outbox WAL mode, 1 relay", "ours-wal", 1},
+	{"gorm-outbox WAL mode, 2 relays (one streams, one stands by)", "ours-wal", 2},
+	{"raw SKIP LOCKED loop (batch 1000), 1 relay", "raw", 1},
+	{"raw SKIP LOCKED loop (batch 1000), 2 relays", "raw", 2},
+	{"River (FetchCooldown 1ms, MaxWorkers 100), 1 client", "river", 1},
+	{"River (FetchCooldown 1ms, MaxWorkers 100), 2 clients", "river", 2},
+	{"watermill-sql forwarder (batch 100, poll 10ms)", "watermill", 1},
+}
+
+// drainResult is what one drain measured.
+type drainResult struct {
+	spec      drainSpec
+	events    int
+	elapsed   time.Duration
+	serverCPU float64 // seconds
+	clientCPU float64
+	note      string
+}
+
+func (r drainResult) perSec() float64 { return float64(r.events) / r.elapsed.Seconds() }
+
+// drain resets the tables, fills n events for the spec's system, settles
+// the database, then times the drain and measures the server's CPU.
+func (e *env) drain(ctx context.Context, d drainSpec, n int) (drainResult, error) {
+	if err := e.reset(ctx); err != nil {
+		return drainResult{}, fmt.Errorf("reset: %w", err)
+	}
+	run, err := e.fill(ctx, d, n)
+	if err != nil {
+		return drainResult{}, fmt.Errorf("fill: %w", err)
+	}
+	if _, err := e.pool.Exec(ctx, `CHECKPOINT`); err != nil {
+		return drainResult{}, err
+	}
+	cpu0, self0, t0 := e.cpu.seconds(), selfCPU(), time.Now()
+	note, err := run(ctx)
+	elapsed := time.Since(t0)
+	if err != nil {
+		return drainResult{}, err
+	}
+	return drainResult{spec: d, events: n, elapsed: elapsed, serverCPU: e.cpu.seconds() - cpu0, clientCPU: selfCPU() - self0, note: note}, nil
+}
+
+// reset empties every table and recreates WAL mode's slot, so that each
+// drain starts clean.
+func (e *env) reset(ctx context.Context) error {
+	if _, err := e.pool.Exec(ctx, `TRUNCATE orders, bench_outbox, river_job, river_leader, watermill_forwarder_topic,
+		watermill_offsets_forwarder_topic, outbox_events, outbox_events_relays, `+walTable+`, `+walTable+`_relays RESTART IDENTITY`); err != nil {
+		return err
+	}
+	if err := outbox.DropWAL(ctx, e.walDB, outbox.WAL{}); err != nil {
+		return err
+	}
+	if err := outbox.MigrateWAL(e.walDB, outbox.WAL{}); err != nil {
+		return err
+	}
+	_, err := e.pool.Exec(ctx, `VACUUM ANALYZE`)
+	return err
+}
+
+// fill writes n events of the system and returns the timed drain.
+func (e *env) fill(ctx context.Context, d drainSpec, n int) (func(context.Context) (string, error), error) {
+	switch d.system {
+	case "ours-table", "ours-wal":
+		db := e.tableDB
+		if d.system == "ours-wal" {
+			db = e.walDB
+		}
+		if err := fillOurs(ctx, db, n); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) (string, error) { return e.drainOurs(ctx, db, d, n) }, nil
+	case "raw":
+		_, err := e.pool.Exec(ctx, `INSERT INTO bench_outbox (event_id, type, payload)
+			SELECT gen_random_uuid(), 'order.created', jsonb_build_object('order_id', g, 'customer', 'customer', 'amount', 12.34)
+			FROM generate_series(1, $1) g`, n)
+		return func(ctx context.Context) (string, error) { return "", e.drainRaw(ctx, d.relays, n) }, err
+	case "river":
+		return e.fillRiver(ctx, d, n)
+	case "watermill":
+		return e.fillWatermill(ctx, n)
+	}
+	return nil, fmt.Errorf("unknown system %s", d.system)
+}
+
+// fillOurs emits n events with outbox.Emit, 100 per transaction.
+func fillOurs(ctx context.Context, db *gorm.DB, n int) error {
+	for i := 0; i < n; i += 100 {
+		evs := make([]outbox.Event, 0, 100)
+		for j := i; j < min(i+100, n); j++ {
+			evs = append(evs, orderEvent(int64(j+1)))
+		}
+		if err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return outbox.Emit(tx, evs...) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rawClaim is the hand-written relay's claim.
+const rawClaim = `UPDATE bench_outbox SET status = 'publishing' WHERE id = ANY(ARRAY(
+	SELECT id FROM bench_outbox WHERE status = 'pending' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED))
+	RETURNING id, payload`
+
+// drainRaw runs relays goroutines that claim 1000 rows, publish them
+// (no-op) and mark them published, until nothing is left.
+func (e *env) drainRaw(ctx context.Context, relays, n int) error {
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, relays)
+	for range relays {
+		wg.Go(func() {
+			for {
+				rows, err := e.pool.Query(ctx, rawClaim, 1000)
+				if err != nil {
+					errs <- err
+					return
+				}
+				var ids []int64
+				var id int64
+				var payload []byte
+				_, err = pgx.ForEachRow(rows, []any{&id, &payload}, func() error { ids = append(ids, id); return nil })
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(ids) == 0 {
+					return
+				}
+				if _, err := e.pool.Exec(ctx, `UPDATE bench_outbox SET status = 'published' WHERE id = ANY($1)`, ids); err != nil {
+					errs <- err
+					return
+				}
+				done.Add(int64(len(ids)))
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	if done.Load() != int64(n) {
+		return fmt.Errorf("published %d of %d", done.Load(), n)
+	}
+	return nil
+}
+
+// waitFor polls cond every 2ms until it holds, it fails, or 5 minutes pass.
+func waitFor(cond func() (bool, error)) error {
+	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if ok, err := cond(); ok || err != nil {
+			return err
+		}
+	}
+	return errors.New("timed out")
+}
+
+// fillRiver inserts n jobs (InsertMany, 1000 at a time).
+func (e *env) fillRiver(ctx context.Context, d drainSpec, n int) (func(context.Context) (string, error), error) {
+	var worked atomic.Int64
+	clients := make([]*river.Client[pgx.Tx], d.relays)
+	for i := range clients {
+		var err error
+		if clients[i], err = e.riverClient(func(*river.Job[OrderCreated]) { worked.Add(1) }); err != nil {
+			return nil, err
+		}
+	}
+	for i := 0; i < n; i += 1000 {
+		params := []river.InsertManyParams{}
+		for j := i; j < min(i+1000, n); j++ {
+			params = append(params, river.InsertManyParams{Args: OrderCreated{OrderID: int64(j + 1), Customer: "customer", Amount: 12.34}})
+		}
+		if _, err := clients[0].InsertMany(ctx, params); err != nil {
+			return nil, err
+		}
+	}
+	return func(ctx context.Context) (string, error) {
+		for _, c := range clients {
+			if err := c.Start(ctx); err != nil {
+				return "", err
+			}
+		}
+		defer func() {
+			for _, c := range clients {
+				_ = c.Stop(ctx)
+			}
+		}()
+		err := waitFor(func() (bool, error) { return worked.Load() >= int64(n), nil })
+		if err == nil {
+			err = waitFor(func() (bool, error) {
+				var done int
+				err := e.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'completed'`).Scan(&done)
+				return done >= n, err
+			})
+		}
+		return "", err
+	}, nil
+}
+
+// countingPublisher is the watermill forwarder's destination: it counts.
+type countingPublisher struct {
+	target int64
+	n      atomic.Int64
+	once   sync.Once
+	done   chan struct{}
+}
+
+func (p *countingPublisher) Publish(_ string, msgs ...*message.Message) error {
+	if p.n.Add(int64(len(msgs))) >= p.target {
+		p.once.Do(func() { close(p.done) })
+	}
+	return nil
+}
+
+func (p *countingPublisher) Close() error { return nil }
+
+// fillWatermill publishes n forwarder envelopes, 500 per transaction.
+func (e *env) fillWatermill(ctx context.Context, n int) (func(context.Context) (string, error), error) {
+	for i := 0; i < n; i += 500 {
+		tx, err := e.sqlDB.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		pub, err := wmsql.NewPublisher(wmsql.TxFromStdSQL(tx), wmsql.PublisherConfig{SchemaAdapter: wmsql.DefaultPostgreSQLSchema{}}, nil)
+		if err != nil {
+			return nil, err
+		}
+		var msgs []*message.Message
+		for j := i; j < min(i+500, n); j++ {
+			msgs = append(msgs, message.NewMessage(watermill.NewUUID(), fmt.Appendf(nil, `{"order_id":%d,"customer":"customer","amount":12.34}`, j+1)))
+		}
+		if err := forwarder.NewPublisher(pub, forwarder.PublisherConfig{ForwarderTopic: wmTopic}).Publish("orders", msgs...); err != nil {
+			return nil, err
+		}
+		if err := tx.Commit(); err != nil {
+			return nil, err
+		}
+	}
+	return func(ctx context.Context) (string, error) {
+		sub, err := newWatermillSubscriber(e.sqlDB)
+		if err != nil {
+			return "", err
+		}
+		counter := &countingPublisher{target: int64(n), done: make(chan struct{})}
+		fwd, err := forwarder.NewForwarder(sub, counter, watermill.NopLogger{}, forwarder.Config{ForwarderTopic: wmTopic})
+		if err != nil {
+			return "", err
+		}
+		runErr := make(chan error, 1)
+		go func() { runErr <- fwd.Run(ctx) }()
+		defer fwd.Close()
+		select {
+		case <-counter.done:
+			return "", nil
+		case err := <-runErr:
+			return "", fmt.Errorf("forwarder stopped: %v", err)
+		case <-time.After(5 * time.Minute):
+			return "", errors.New("timed out")
+		}
+	}, nil
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/riverqueue/river"
+	"gorm.io/gorm"
+
+	"github.com/gormoutbox/outbox"
+)
+
+// latencySpec is one commit-to-publish measurement.
+type latencySpec struct {
+	name   string
+	system string
+}
+
+var latencies = []latencySpec{
+	{"gorm-outbox table mode, 1 relay", "ours-table"},
+	{"gorm-outbox WAL mode, 1 relay", "ours-wal"},
+	{"River (FetchCooldown 1ms), 1 client", "river"},
+}
+
+// latencyResult holds the delays from commit to publish.
+type latencyResult struct {
+	spec latencySpec
+	lat  []time.Duration // sorted
+}
+
+func (r latencyResult) pct(p float64) time.Duration {
+	i := min(max(int(p*float64(len(r.lat)))-1, 0), len(r.lat)-1)
+	return r.lat[i]
+}
+
+// latency commits n events, one per transaction, spacing apart, with one
+// relay (or River client) running, and measures commit → publish.
+func (e *env) latency(ctx context.Context, l latencySpec, n int, spacing time.Duration) (latencyResult, error) {
+	if err := e.reset(ctx); err != nil {
+		return latencyResult{}, err
+	}
+	base := time.Now()
+	committed, received := make([]atomic.Int64, n), make([]atomic.Int64, n)
+	var got atomic.Int64
+	mark := func(i int) {
+		if i >= 0 && i < n && received[i].CompareAndSwap(0, int64(time.Since(base))) {
+			got.Add(1)
+		}
+	}
+	commit, stop, err := e.latencyTarget(ctx, l, mark)
+	if err != nil {
+		return latencyResult{}, err
+	}
+	defer stop()
+	time.Sleep(time.Second) // let the relay come up
+	t0 := time.Now()
+	for i := range n {
+		time.Sleep(time.Until(t0.Add(time.Duration(i) * spacing)))
+		if err := commit(ctx, i); err != nil {
+			return latencyResult{}, err
+		}
+		committed[i].Store(int64(time.Since(base)))
+	}
+	for deadline := time.Now().Add(30 * time.Second); got.Load() < int64(n); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return latencyResult{}, fmt.Errorf("%d of %d events published within 30s", got.Load(), n)
+		}
+	}
+	res := latencyResult{spec: l, lat: make([]time.Duration, n)}
+	for i := range n {
+		res.lat[i] = time.Duration(received[i].Load() - committed[i].Load())
+	}
+	slices.Sort(res.lat)
+	return res, nil
+}
+
+// latencyTarget starts what delivers l's events and returns how to commit
+// event i.
+func (e *env) latencyTarget(ctx context.Context, l latencySpec, mark func(int)) (commit func(context.Context, int) error, stop func(), err error) {
+	switch l.system {
+	case "ours-table", "ours-wal":
+		db := e.tableDB
+		if l.system == "ours-wal" {
+			db = e.walDB
+		}
+		pub := newCountingPub()
+		pub.first = func(env *outbox.Envelope) {
+			i, _ := strconv.Atoi(env.AggregateID)
+			mark(i)
+		}
+		stopRelays, err := startRelays(ctx, db, 1, pub)
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(ctx context.Context, i int) error {
+			return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return outbox.Emit(tx, orderEvent(int64(i))) })
+		}, func() { _ = stopRelays() }, nil
+	case "river":
+		c, err := e.riverClient(func(j *river.Job[OrderCreated]) { mark(j.Args.Seq) })
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := c.Start(ctx); err != nil {
+			return nil, nil, err
+		}
+		return func(ctx context.Context, i int) error {
+			tx, err := e.pool.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			if _, err := c.InsertTx(ctx, tx, OrderCreated{OrderID: int64(i), Seq: i}, nil); err != nil {
+				_ = tx.Rollback(ctx)
+				return err
+			}
+			return tx.Commit(ctx)
+		}, func() { _ = c.Stop(ctx) }, nil
+	}
+	return nil, nil, errors.New("unknown system " + l.system)
+}
