@@ -64,9 +64,11 @@ func (e *env) drain(ctx context.Context, d drainSpec, n int) (drainResult, error
 	if _, err := e.pool.Exec(ctx, `CHECKPOINT`); err != nil {
 		return drainResult{}, err
 	}
+	stopProfile := startProfile()
 	cpu0, self0, t0 := e.cpu.seconds(), selfCPU(), time.Now()
 	note, err := run(ctx)
 	elapsed := time.Since(t0)
+	stopProfile()
 	if err != nil {
 		return drainResult{}, err
 	}

@@ -35,14 +35,15 @@ import (
 )
 
 var (
-	dsn    = flag.String("dsn", "", "PostgreSQL DSN of a throw-away server with wal_level=logical (run.sh sets it)")
-	pgdata = flag.String("pgdata", "", "the server's data directory: its postmaster.pid names the processes whose CPU is measured")
-	relayN = flag.Int("n", 20000, "events per relay drain")
-	writeN = flag.Int("write-n", 2000, "transactions per write variant, over -rounds rounds")
-	rounds = flag.Int("rounds", 10, "write rounds (variants interleaved, order rotated)")
-	latN   = flag.Int("lat-n", 1000, "events per latency run, one per transaction, 2 ms apart")
-	only   = flag.String("only", "", "run only the drains whose name contains this (a profiling aid; no report)")
-	prof   = flag.String("cpuprofile", "", "write a CPU profile of the drains to this file")
+	dsn       = flag.String("dsn", "", "PostgreSQL DSN of a throw-away server with wal_level=logical (run.sh sets it)")
+	pgdata    = flag.String("pgdata", "", "the server's data directory: its postmaster.pid names the processes whose CPU is measured")
+	relayN    = flag.Int("n", 20000, "events per relay drain")
+	writeN    = flag.Int("write-n", 2000, "transactions per write variant, over -rounds rounds")
+	rounds    = flag.Int("rounds", 10, "write rounds (variants interleaved, order rotated)")
+	latN      = flag.Int("lat-n", 1000, "events per latency run, one per transaction, 2 ms apart")
+	only      = flag.String("only", "", "run only the drains whose name contains this (a profiling aid; no report)")
+	prof      = flag.String("cpuprofile", "", "write a CPU profile of the drains to this file")
+	profWrite = flag.String("profile-write", "", "run only this write variant (-write-n transactions) under -cpuprofile (a profiling aid; no report)")
 )
 
 // walTable is the outbox table of the WAL mode handle (table mode uses
@@ -76,6 +77,10 @@ func main() {
 	}
 	if *only != "" {
 		profileDrains(ctx, e)
+		return
+	}
+	if *profWrite != "" {
+		profileWrite(ctx, e)
 		return
 	}
 	rep := &report{}
@@ -204,17 +209,6 @@ func quietLogger() *slog.Logger {
 // profileDrains runs the drains named by -only, with a CPU profile when
 // -cpuprofile is set.
 func profileDrains(ctx context.Context, e *env) {
-	if *prof != "" {
-		f, err := os.Create(*prof)
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			log.Fatal(err)
-		}
-		defer pprof.StopCPUProfile()
-	}
 	for _, d := range drains {
 		if strings.Contains(d.name, *only) {
 			res, err := e.drain(ctx, d, *relayN)
@@ -224,5 +218,51 @@ func profileDrains(ctx context.Context, e *env) {
 			fmt.Printf("%s: %.0f events/s, server CPU %.1f µs/event, client CPU %.1f µs/event\n", d.name, res.perSec(),
 				res.serverCPU*1e6/float64(res.events), res.clientCPU*1e6/float64(res.events))
 		}
+	}
+}
+
+// profileWrite runs the write variant named by -profile-write.
+func profileWrite(ctx context.Context, e *env) {
+	vs, err := e.writeVariants()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, v := range vs {
+		if v.name != *profWrite {
+			continue
+		}
+		f, err := os.Create(*prof)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer f.Close()
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+		t0 := time.Now()
+		for i := range *writeN {
+			if err := v.tx(ctx, i); err != nil {
+				log.Fatal(err)
+			}
+		}
+		fmt.Printf("%s: %.1f µs/tx\n", v.name, float64(time.Since(t0).Microseconds())/float64(*writeN))
+	}
+}
+
+// startProfile starts the CPU profile of a timed drain under -only
+// -cpuprofile, and returns what stops it.
+func startProfile() func() {
+	if *only == "" || *prof == "" {
+		return func() {}
+	}
+	f, err := os.Create(*prof)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		log.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
 	}
 }
