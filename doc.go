@@ -74,6 +74,17 @@
 // tx.Statement.Settings or on the Recorder, and emit it in AfterUpdate,
 // where Changed is always false (see the Emit example "stateChange").
 //
+// # WAL mode
+//
+// On PostgreSQL 14 and later, Plugin.WAL writes each event as a
+// transactional logical decoding message (pg_logical_emit_message) instead
+// of a row, and the relays stream the messages from a replication slot in
+// commit order (see WAL, WALMessage for the format, MigrateWAL, DropWAL,
+// and package relay). Emit, Recorder and Track are used as in table mode;
+// an event ID is delivered again when written again (no dedupe at write),
+// and an event that fails delivery, or is delayed by AvailableAt, moves to
+// the table, whose retries and dead letters take over.
+//
 // # What is guaranteed
 //
 //   - The event rows commit with the transaction and vanish with its

@@ -201,7 +201,8 @@
 //
 // When Start's context ends, deliveries in progress run to completion
 // (bounded by the lease), those not started are released without spending
-// attempts, the outcomes are recorded, and Start returns nil.
+// attempts, the outcomes are recorded, and Start returns nil (in WAL mode:
+// ErrWALSlotLost when the slot was invalidated).
 //
 // # Housekeeping
 //
@@ -230,7 +231,46 @@
 // version), SkipKeyHeadIfUnchanged the head's, ReplayAllIfUnchanged the
 // DeadSet (count and digest) of DeadSetOf, and PurgePublishedBefore a
 // cutoff instant (Now minus the age): a confirmation submitted twice
-// changes nothing more.
+// changes nothing more. In WAL mode GetStats also reports the replication
+// slot's health (Stats.WAL: wal_status, lag bytes, the age of the oldest
+// unconfirmed commit, the streaming relay, a warning past InspectWAL's
+// thresholds).
+//
+// # WAL mode
+//
+// With an outbox.Plugin in WAL mode (outbox.WAL, PostgreSQL 14 and
+// later), events are logical decoding messages, not rows, and Start runs
+// one more service beside the table's (wal.go): a streamer that opens a
+// replication connection (the dialector's DSN with replication=database,
+// or WithReplicationDSN) and streams the slot through pgoutput
+// (publication_names, messages 'true'). A reader (wal_recv.go) assembles
+// each committed transaction's messages, decoding them as they arrive, and
+// hands whole transactions to a deliverer (wal_deliver.go), which delivers
+// them in batches through the same delivery as a claimed batch
+// (concurrency, a key's events one after the other, spans, metrics,
+// BatchPublisher). The slot's confirmed position advances only past
+// transactions whose every event is settled: published, or moved into the
+// table (a spill: failed with its attempt and backoff, dead with its
+// reason, pending when snoozed or delayed by AvailableAt, pending behind
+// an unfinished row of its key), committed before the position is
+// confirmed. A key with unfinished rows in the table (read when streaming
+// starts, then from the table's inserts, which the publication streams
+// in commit order) has its later events spilled behind them, and is
+// checked again before its next event is delivered. An unavailable
+// publisher backs the stream off, spending no attempt. The table's
+// services (claims, retries, rescues, retention) go on as in table mode
+// for the rows.
+//
+// PostgreSQL lets one connection stream a slot: a relay refused the slot
+// ("replication slot … is active") stands by and retries every second.
+// The streaming relay records its progress every second in the
+// WALStatusTable row of its slot and checks the slot: an invalidated slot
+// (wal_status lost) is logged at error level and Start returns
+// ErrWALSlotLost. The gauges outbox.wal.slot.lag and
+// outbox.wal.oldest_unconfirmed_age and the counter
+// outbox.wal.events.spilled describe it; WithWALWarning sets when its log
+// warns. Delivery is at least once: after a crash the transactions not
+// confirmed are streamed again, under the same event ids.
 //
 // Its reads stay fast on a table holding a large published history: each
 // reads the partial index of the statuses it asks for (migrations 0005
