@@ -14,28 +14,27 @@ import (
 // escaped string, a null, a malformed document) it reports false, and the
 // caller decodes with encoding/json, whose result (and error) stands. For
 // the documents it accepts, the result is encoding/json's.
-func decodeWALFast(b []byte) (*walCloudEvent, bool) {
+func decodeWALFast(b []byte, w *walCloudEvent) bool {
 	p := fastJSON{b: b}
-	w := &walCloudEvent{}
 	if !p.byte('{') {
-		return nil, false
+		return false
 	}
 	if p.peek('}') {
-		return w, p.end()
+		return p.end()
 	}
 	for {
 		key, ok := p.strBytes()
 		if !ok || !p.byte(':') || !p.field(w, key) {
-			return nil, false
+			return false
 		}
 		if p.peek('}') {
 			break
 		}
 		if !p.byte(',') {
-			return nil, false
+			return false
 		}
 	}
-	return w, p.end()
+	return p.end()
 }
 
 // fastJSON reads b from i.
@@ -127,8 +126,8 @@ func (p *fastJSON) timeOf() (*time.Time, bool) {
 	return &t, err == nil
 }
 
-// raw reads any JSON value and returns a copy of its bytes, checked with
-// json.Valid.
+// raw reads any JSON value and returns its bytes (not a copy: the
+// envelope copies its payload), checked with json.Valid.
 func (p *fastJSON) raw() (json.RawMessage, bool) {
 	p.ws()
 	start := p.i
@@ -164,7 +163,7 @@ func (p *fastJSON) raw() (json.RawMessage, bool) {
 	if len(v) == 0 || !json.Valid(v) {
 		return nil, false
 	}
-	return append(json.RawMessage(nil), v...), true
+	return json.RawMessage(v), true
 }
 
 // skipString moves past the string that starts at i.

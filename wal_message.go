@@ -70,10 +70,10 @@ func (m *WALMessage) MarshalJSON() ([]byte, error) {
 // with an error wrapping ErrInvalidEnvelope where DecodeEnvelope would, and
 // on a negative maxattempts.
 func DecodeWALMessage(b []byte) (*WALMessage, error) {
-	w, ok := decodeWALFast(b)
-	if !ok {
-		w = &walCloudEvent{}
-		if err := decodeStrict(b, w); err != nil {
+	var w walCloudEvent
+	if !decodeWALFast(b, &w) {
+		w = walCloudEvent{}
+		if err := decodeStrict(b, &w); err != nil {
 			return nil, err
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
 )
@@ -39,7 +38,9 @@ func (r latencyResult) pct(p float64) time.Duration {
 }
 
 // latency commits n events, one per transaction, spacing apart, with one
-// relay (or River client) running, and measures commit → publish.
+// relay (or River client) running, and measures from the moment the
+// COMMIT is sent to the publish (a relay streaming the WAL can publish
+// before the writer has read its COMMIT's answer).
 func (e *env) latency(ctx context.Context, l latencySpec, n int, spacing time.Duration) (latencyResult, error) {
 	if err := e.reset(ctx); err != nil {
 		return latencyResult{}, err
@@ -61,10 +62,11 @@ func (e *env) latency(ctx context.Context, l latencySpec, n int, spacing time.Du
 	t0 := time.Now()
 	for i := range n {
 		time.Sleep(time.Until(t0.Add(time.Duration(i) * spacing)))
-		if err := commit(ctx, i); err != nil {
+		sent, err := commit(ctx, i)
+		if err != nil {
 			return latencyResult{}, err
 		}
-		committed[i].Store(int64(time.Since(base)))
+		committed[i].Store(int64(sent.Sub(base)))
 	}
 	for deadline := time.Now().Add(30 * time.Second); got.Load() < int64(n); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -81,7 +83,7 @@ func (e *env) latency(ctx context.Context, l latencySpec, n int, spacing time.Du
 
 // latencyTarget starts what delivers l's events and returns how to commit
 // event i.
-func (e *env) latencyTarget(ctx context.Context, l latencySpec, mark func(int)) (commit func(context.Context, int) error, stop func(), err error) {
+func (e *env) latencyTarget(ctx context.Context, l latencySpec, mark func(int)) (commit func(context.Context, int) (time.Time, error), stop func(), err error) {
 	switch l.system {
 	case "ours-table", "ours-wal":
 		db := e.tableDB
@@ -97,8 +99,14 @@ func (e *env) latencyTarget(ctx context.Context, l latencySpec, mark func(int)) 
 		if err != nil {
 			return nil, nil, err
 		}
-		return func(ctx context.Context, i int) error {
-			return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return outbox.Emit(tx, orderEvent(int64(i))) })
+		return func(ctx context.Context, i int) (time.Time, error) {
+			tx := db.WithContext(ctx).Begin()
+			if err := outbox.Emit(tx, orderEvent(int64(i))); err != nil {
+				tx.Rollback()
+				return time.Time{}, err
+			}
+			sent := time.Now()
+			return sent, tx.Commit().Error
 		}, func() { _ = stopRelays() }, nil
 	case "river":
 		c, err := e.riverClient(func(j *river.Job[OrderCreated]) { mark(j.Args.Seq) })
@@ -108,16 +116,17 @@ func (e *env) latencyTarget(ctx context.Context, l latencySpec, mark func(int)) 
 		if err := c.Start(ctx); err != nil {
 			return nil, nil, err
 		}
-		return func(ctx context.Context, i int) error {
+		return func(ctx context.Context, i int) (time.Time, error) {
 			tx, err := e.pool.Begin(ctx)
 			if err != nil {
-				return err
+				return time.Time{}, err
 			}
 			if _, err := c.InsertTx(ctx, tx, OrderCreated{OrderID: int64(i), Seq: i}, nil); err != nil {
 				_ = tx.Rollback(ctx)
-				return err
+				return time.Time{}, err
 			}
-			return tx.Commit(ctx)
+			sent := time.Now()
+			return sent, tx.Commit(ctx)
 		}, func() { _ = c.Stop(ctx) }, nil
 	}
 	return nil, nil, errors.New("unknown system " + l.system)

@@ -61,7 +61,7 @@ func (r *report) printDrains(w io.Writer) {
 }
 
 func (r *report) printLatencies(w io.Writer) {
-	fmt.Fprintln(w, "## Commit to publish: one event per transaction, 2 ms apart")
+	fmt.Fprintln(w, "## Commit to publish: one event per transaction, 2 ms apart, from the COMMIT sent to the publish")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| relay | events | p50 ms | p95 ms | p99 ms | max ms |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
