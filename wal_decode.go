@@ -3,8 +3,8 @@ package outbox
 import (
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 )
 
 // decodeWALFast decodes the content of a WAL message as written by
