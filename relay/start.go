@@ -20,9 +20,10 @@ import (
 // than the retention.
 //
 // Start returns an error only if the relay is already running, or, in
-// WAL mode (outbox.WAL), when the replication slot was invalidated
-// (ErrWALSlotLost): events were lost, and the relay stops rather than go
-// on silently.
+// WAL mode (outbox.WAL), when the replication slot was invalidated or
+// dropped while it streamed (ErrWALSlotLost: events were lost, and the
+// relay stops rather than go on silently) or does not exist
+// (outbox.ErrWALNotReady).
 //
 // Inside, Start composes the relay's services, each in its own file: the
 // listener (wake-ups on commit), the heartbeater, the completer (recording

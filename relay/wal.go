@@ -93,20 +93,29 @@ func (s *walStreamer) stop() {
 // The outcomes of a streaming session that decide what the streamer does
 // next.
 var (
-	errSlotActive = errors.New("the slot is streamed by another connection")
-	errSlotLost   = errors.New("the slot was invalidated")
+	errSlotActive  = errors.New("the slot is streamed by another connection")
+	errSlotLost    = errors.New("the slot was invalidated")
+	errSlotMissing = errors.New("the slot is missing")
 )
 
 // run streams sessions one after the other: standby while another relay
 // streams, a pause after a failure, and a stop on an invalidated slot.
 func (s *walStreamer) run(ctx context.Context) {
-	pause, standby := time.Second, false
+	pause, standby, streamed := time.Second, false, false
 	for ctx.Err() == nil {
-		err := s.session(ctx)
+		err := s.session(ctx, &streamed)
 		s.streaming.Store(false)
 		switch {
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, errSlotMissing) && !streamed:
+			s.r.log.Error("WAL mode: the replication slot does not exist: run outbox.Migrate (or `outbox migrate --wal`), or remove WAL mode from this relay's configuration; the relay stops",
+				"slot", s.setup.Slot)
+			s.fatal(fmt.Errorf("%w: relay: the replication slot %s does not exist: run outbox.Migrate (or `outbox migrate --wal`)", outbox.ErrWALNotReady, s.setup.Slot))
+			return
+		case errors.Is(err, errSlotMissing):
+			err = fmt.Errorf("%w: %w (dropped while this relay streamed it)", errSlotLost, err)
+			fallthrough
 		case errors.Is(err, errSlotLost):
 			lost := fmt.Errorf("%w: %w: slot %s: %v", outbox.ErrWALNotReady, ErrWALSlotLost, s.setup.Slot, err)
 			s.r.log.Error("WAL mode: THE REPLICATION SLOT WAS INVALIDATED: events committed since its last confirmed position are lost; the relay stops",
@@ -137,7 +146,7 @@ func (s *walStreamer) run(ctx context.Context) {
 
 // session streams the slot on one replication connection until it fails
 // or ctx ends, with a deliverer running beside the reader.
-func (s *walStreamer) session(ctx context.Context) error {
+func (s *walStreamer) session(ctx context.Context, streamed *bool) error {
 	if err := s.checkSlot(ctx); err != nil {
 		return err
 	}
@@ -151,6 +160,7 @@ func (s *walStreamer) session(ctx context.Context) error {
 	}
 	defer conn.Close(context.Background())
 	s.streaming.Store(true)
+	*streamed = true
 	s.r.log.Info("WAL mode: streaming the slot", "slot", s.setup.Slot, "keys_waiting_in_table", len(blocked))
 	sctx, cancel := context.WithCancel(ctx)
 	s.txs = make(chan *walTx, 256)

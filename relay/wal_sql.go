@@ -135,7 +135,7 @@ func (s *walStreamer) checkSlot(ctx context.Context) error {
 	}
 	switch {
 	case !st.Exists:
-		return fmt.Errorf("%w: the slot %s does not exist (dropped?)", errSlotLost, s.setup.Slot)
+		return fmt.Errorf("%w: the slot %s does not exist", errSlotMissing, s.setup.Slot)
 	case st.Status == "lost":
 		return fmt.Errorf("%w: wal_status lost (max_slot_wal_keep_size exceeded)", errSlotLost)
 	}

@@ -16,6 +16,8 @@ import (
 // relayFlags are the flags of relay and dispatch-once.
 type relayFlags struct {
 	*common
+	walMode                 bool
+	walSlot, replicationDSN string
 	to, redisURL, queue, stream, prefix, source string
 	maxLen                                      int64
 	amqpURL, exchange                           string
@@ -66,6 +68,9 @@ func newRelayFlags(c *cli, name, usage, help string, long bool) *relayFlags {
 		fs.BoolVar(&f.noListen, "no-listen", false, "do not LISTEN for NOTIFY on PostgreSQL (behind PgBouncer): poll")
 		fs.BoolVar(&f.singleActive, "single-active", false, "one active relay per table: take its advisory lock, or stand by and take over when the holder dies")
 		fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9090)")
+		fs.BoolVar(&f.walMode, "wal", false, "WAL mode (PostgreSQL): also stream the table's replication slot (see 'outbox migrate --wal'); one relay streams, the others stand by")
+		fs.StringVar(&f.walSlot, "wal-slot", "", "WAL mode's replication `slot` (default: the table's name followed by _wal)")
+		fs.StringVar(&f.replicationDSN, "replication-dsn", "", "WAL mode: the `DSN` of the replication connection, when --db goes through a pooler (default: --db)")
 	}
 	return f
 }
@@ -124,6 +129,14 @@ func (f *relayFlags) newRelay(ctx context.Context, args []string) (_ *relay.Rela
 	}
 	if f.attemptLog {
 		opts = append(opts, relay.WithAttemptLog())
+	}
+	if f.walMode {
+		// Drain: the relay writes no event; it streams the slot whatever
+		// mode the writers are in.
+		f.wal = &outbox.WAL{Slot: f.walSlot, Drain: true}
+		if f.replicationDSN != "" {
+			opts = append(opts, relay.WithReplicationDSN(f.replicationDSN))
+		}
 	}
 	db, err := f.open(ctx)
 	if err != nil {

@@ -29,6 +29,8 @@ type common struct {
 	args    []string // the positional arguments
 	nargs   [2]int   // how many positional arguments the command takes (min, max)
 	argName string   // what they are, for messages
+	// wal, when set, installs the plugin in WAL mode (outbox relay --wal).
+	wal *outbox.WAL
 }
 
 // newFlags returns a flag set for the command with the common flags.
@@ -154,7 +156,10 @@ func (f *common) connect(ctx context.Context, create bool) (*gorm.DB, error) {
 	if sqlDB, err := db.DB(); err == nil {
 		f.c.closers = append(f.c.closers, func() { _ = sqlDB.Close() })
 	}
-	if err := db.Use(&outbox.Plugin{TableName: f.table}); err != nil {
+	if err := db.Use(&outbox.Plugin{TableName: f.table, WAL: f.wal}); err != nil {
+		if errors.Is(err, outbox.ErrWALNotReady) {
+			return nil, err
+		}
 		if errors.Is(err, outbox.ErrInvalidConfig) {
 			return nil, usagef("--table: %v", err)
 		}

@@ -1,12 +1,16 @@
 package walbrokers
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -71,9 +75,47 @@ func TestWALCLI(t *testing.T) {
 	if text := run("stats"); !strings.Contains(text, "WAL slot") || !strings.Contains(text, "no relay streams it") {
 		t.Errorf("stats text:\n%s", text)
 	}
+	// outbox relay --wal streams the slot: the ten events, as CloudEvents
+	// JSON lines on stdout.
+	relayCmd := exec.Command(bin, "relay", "--to", "stdout", "--wal")
+	relayCmd.Env = append(os.Environ(), "OUTBOX_DB="+pg.DSN())
+	var out syncBuffer
+	relayCmd.Stdout = &out
+	if err := relayCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(out.String(), "\n") < 10 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = relayCmd.Process.Signal(syscall.SIGTERM)
+	if err := relayCmd.Wait(); err != nil {
+		t.Errorf("outbox relay --wal: %v", err)
+	}
+	if n := strings.Count(out.String(), `"type":"cli.test"`); n < 10 {
+		t.Errorf("outbox relay --wal delivered %d of 10 events:\n%s", n, out.String())
+	}
 	run("migrate", "--drop-wal")
 	var n int
 	if err := db.Raw(`SELECT count(*) FROM pg_replication_slots`).Scan(&n).Error; err != nil || n != 0 {
 		t.Errorf("%d slots left after --drop-wal (%v)", n, err)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
