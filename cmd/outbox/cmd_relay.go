@@ -16,8 +16,8 @@ import (
 // relayFlags are the flags of relay and dispatch-once.
 type relayFlags struct {
 	*common
-	walMode                 bool
-	walSlot, replicationDSN string
+	walMode                                     bool
+	walSlot, replicationDSN                     string
 	to, redisURL, queue, stream, prefix, source string
 	maxLen                                      int64
 	amqpURL, exchange                           string
