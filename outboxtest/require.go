@@ -19,6 +19,9 @@ func query(t TB, helper string, db *gorm.DB, filters ...Filter) (rows []*row, f 
 		fatal(t, "outboxtest: %s: db is nil", helper)
 		return nil, Filter{}, false
 	}
+	if walMode(t, helper, db) {
+		return nil, Filter{}, false
+	}
 	f, err := all(filters...)
 	if err != nil {
 		fatal(t, "outboxtest: %s: %v", helper, err)
@@ -220,4 +223,16 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// walMode fails the test, naming the helper, when db's Plugin is in WAL
+// mode: its events are logical decoding messages, not rows of the table
+// the helpers read. It reports whether it failed.
+func walMode(t TB, helper string, db *gorm.DB) bool {
+	t.Helper()
+	if w, ok := outbox.WALOf(db); ok && !w.Drain {
+		fatal(t, "outboxtest: %s reads the outbox table, but db's Plugin is in WAL mode (outbox.WAL): its events are messages, not rows; test with the same Plugin without WAL", helper)
+		return true
+	}
+	return false
 }

@@ -270,7 +270,8 @@ func (r *Relay) release() {
 }
 
 // RunOnce rescues expired leases, then claims and delivers one batch and
-// records the outcomes. It returns what the batch did; an error means the
+// records the outcomes. It reads the table only: in WAL mode the slot is
+// streamed by Start. It returns what the batch did; an error means the
 // database could not be reached or refused a statement (nothing is lost:
 // claimed events not completed become claimable when their lease expires).
 // A failed completion is retried while the batch's lease lasts; outcomes

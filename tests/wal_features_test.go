@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/outboxtest"
 	"github.com/gormoutbox/outbox/relay"
 )
 
@@ -185,7 +188,21 @@ func TestWALFeatures(t *testing.T) {
 	if att, err := insp.Attempts(t.Context(), "dies"); err != nil || len(att) == 0 {
 		t.Errorf("attempt log of the table's retry: %v, %v", att, err)
 	}
+	// outboxtest reads the table: in WAL mode it refuses, saying why.
+	rec := &recordingTB{}
+	outboxtest.Emitted(rec, db)
+	if !strings.Contains(rec.msg, "WAL mode") {
+		t.Errorf("outboxtest.Emitted on a WAL mode db: %q, want a refusal naming WAL mode", rec.msg)
+	}
 }
+
+// recordingTB records the failure of an outboxtest helper.
+type recordingTB struct{ msg string }
+
+func (r *recordingTB) Helper()                        {}
+func (r *recordingTB) Errorf(format string, a ...any) { r.msg = fmt.Sprintf(format, a...) }
+func (r *recordingTB) FailNow()                       {}
+func (r *recordingTB) Logf(string, ...any)            {}
 
 func recorded(evs ...outbox.Event) outbox.Recorder {
 	var r outbox.Recorder
