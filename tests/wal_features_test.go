@@ -41,6 +41,7 @@ type capture struct {
 	got  map[string][]*outbox.Envelope
 	at   map[string]time.Time
 	fail map[string]bool
+	dead []string // WithOnDead's calls
 }
 
 func (c *capture) Publish(_ context.Context, e *outbox.Envelope) error {
@@ -62,14 +63,10 @@ func (c *capture) deliveries(id string) []*outbox.Envelope {
 	return c.got[id]
 }
 
-// Every write feature in WAL mode: metadata headers, a Recorder, Track,
-// the registry's checks at write, an event delayed by AvailableAt (into
-// the table, delivered when due), an ID written twice (delivered twice
-// under it: consumers dedupe), MaxAttempts carried to the table's retries
-// and dead letters (with WithOnDead and the attempt log), retention (the
-// table's rows only).
-func TestWALFeatures(t *testing.T) {
-	t.Parallel()
+// walFeaturesDB starts a server and a relay in WAL mode with a registry
+// (feat.typed registered, others lenient), a tracked model, the attempt
+// log and WithOnDead, delivering to a capture that fails event "dies".
+func walFeaturesDB(t *testing.T) (*gorm.DB, *capture) {
 	pg := startPostgresWAL(t)
 	db, err := gorm.Open(postgres.Open(pg.DSN()), &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
 	if err != nil {
@@ -89,14 +86,12 @@ func TestWALFeatures(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := &capture{got: map[string][]*outbox.Envelope{}, at: map[string]time.Time{}, fail: map[string]bool{"dies": true}}
-	var deadMu sync.Mutex
-	var deadIDs []string
 	r, err := relay.New(db, pub, relay.WithAttemptLog(), relay.WithBackoff(func(int) time.Duration { return 100 * time.Millisecond }),
 		relay.WithPollInterval(50*time.Millisecond), relay.WithLogger(testLogger(t)),
 		relay.WithOnDead(func(_ context.Context, e *outbox.Envelope, _ error) {
-			deadMu.Lock()
-			deadIDs = append(deadIDs, e.ID)
-			deadMu.Unlock()
+			pub.mu.Lock()
+			pub.dead = append(pub.dead, e.ID)
+			pub.mu.Unlock()
 		}))
 	if err != nil {
 		t.Fatal(err)
@@ -104,13 +99,25 @@ func TestWALFeatures(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- r.Start(ctx) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Start: %v", err)
 		}
-	}()
+	})
+	return db, pub
 
+}
+
+// Every write feature in WAL mode: metadata headers, a Recorder, Track,
+// the registry's checks at write, an event delayed by AvailableAt (into
+// the table, delivered when due), an ID written twice (delivered twice
+// under it: consumers dedupe), MaxAttempts carried to the table's retries
+// and dead letters (with WithOnDead and the attempt log), retention (the
+// table's rows only).
+func TestWALFeatures(t *testing.T) {
+	t.Parallel()
+	db, pub := walFeaturesDB(t)
 	emit := func(ctx context.Context, evs ...outbox.Event) error {
 		return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return outbox.Emit(tx, evs...) })
 	}
@@ -165,6 +172,15 @@ func TestWALFeatures(t *testing.T) {
 	if laterAt.Before(written.Add(2*time.Second)) || afterAt.Before(laterAt) {
 		t.Errorf("delayed event delivered at %v (due %v), the next of its key at %v", laterAt, written.Add(2*time.Second), afterAt)
 	}
+	checkWALDeadLetter(t, db, pub)
+}
+
+// checkWALDeadLetter checks the event that failed every attempt: dead in
+// the table after its MaxAttempts (one streamed attempt, one from the
+// table), WithOnDead called once, its attempt log written; and that
+// outboxtest refuses the WAL mode db, saying why.
+func checkWALDeadLetter(t *testing.T, db *gorm.DB, pub *capture) {
+	t.Helper()
 	var row outbox.OutboxEvent
 	if err := db.Where("event_id = ?", "dies").First(&row).Error; err != nil {
 		t.Fatal(err)
@@ -176,11 +192,11 @@ func TestWALFeatures(t *testing.T) {
 	if row.Attempts != 2 || row.LastError == nil {
 		t.Errorf("dead event: %d attempts, last error %v; want 2 and the error", row.Attempts, row.LastError)
 	}
-	deadMu.Lock()
-	if len(deadIDs) != 1 || deadIDs[0] != "dies" {
-		t.Errorf("OnDead called for %v, want [dies]", deadIDs)
+	pub.mu.Lock()
+	if len(pub.dead) != 1 || pub.dead[0] != "dies" {
+		t.Errorf("OnDead called for %v, want [dies]", pub.dead)
 	}
-	deadMu.Unlock()
+	pub.mu.Unlock()
 	insp, err := relay.NewInspector(db)
 	if err != nil {
 		t.Fatal(err)

@@ -77,29 +77,36 @@ func TestWALCLI(t *testing.T) {
 	}
 	// outbox relay --wal streams the slot: the ten events, as CloudEvents
 	// JSON lines on stdout.
-	relayCmd := exec.Command(bin, "relay", "--to", "stdout", "--wal")
-	relayCmd.Env = append(os.Environ(), "OUTBOX_DB="+pg.DSN())
-	var out syncBuffer
-	relayCmd.Stdout = &out
-	if err := relayCmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(out.String(), "\n") < 10 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	_ = relayCmd.Process.Signal(syscall.SIGTERM)
-	if err := relayCmd.Wait(); err != nil {
-		t.Errorf("outbox relay --wal: %v", err)
-	}
-	if n := strings.Count(out.String(), `"type":"cli.test"`); n < 10 {
-		t.Errorf("outbox relay --wal delivered %d of 10 events:\n%s", n, out.String())
+	if out := relayWAL(t, bin, pg.DSN(), 10); strings.Count(out, `"type":"cli.test"`) < 10 {
+		t.Errorf("outbox relay --wal delivered fewer than 10 events:\n%s", out)
 	}
 	run("migrate", "--drop-wal")
 	var n int
 	if err := db.Raw(`SELECT count(*) FROM pg_replication_slots`).Scan(&n).Error; err != nil || n != 0 {
 		t.Errorf("%d slots left after --drop-wal (%v)", n, err)
 	}
+}
+
+// relayWAL runs `outbox relay --to stdout --wal` until it printed n lines
+// (30 s at most), stops it with SIGTERM and returns what it printed.
+func relayWAL(t *testing.T, bin, dsn string, n int) string {
+	t.Helper()
+	relayCmd := exec.Command(bin, "relay", "--to", "stdout", "--wal")
+	relayCmd.Env = append(os.Environ(), "OUTBOX_DB="+dsn)
+	var out syncBuffer
+	relayCmd.Stdout = &out
+	if err := relayCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(out.String(), "\n") < n && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = relayCmd.Process.Signal(syscall.SIGTERM)
+	if err := relayCmd.Wait(); err != nil {
+		t.Errorf("outbox relay --wal: %v", err)
+	}
+	return out.String()
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader.
