@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +40,8 @@ var drains = []drainSpec{
 	{"watermill-sql forwarder (batch 100, poll 10ms)", "watermill", 1},
 }
 
-// drainResult is what one drain measured.
+// drainResult is what one drain measured; over several rounds, the
+// median of each figure.
 type drainResult struct {
 	spec      drainSpec
 	events    int
@@ -47,9 +49,51 @@ type drainResult struct {
 	serverCPU float64 // seconds
 	clientCPU float64
 	note      string
+	rates     []float64 // events/s of each round
 }
 
 func (r drainResult) perSec() float64 { return float64(r.events) / r.elapsed.Seconds() }
+
+// drainRounds runs every drain rounds times, each round in another order
+// (rotated, every other one reversed), so that the machine's drift hits
+// every system alike, and returns each drain's medians.
+func (e *env) drainRounds(ctx context.Context, n, rounds int) ([]drainResult, error) {
+	all := make([][]drainResult, len(drains))
+	for r := range max(rounds, 1) {
+		for j := range drains {
+			k := (j + r) % len(drains)
+			if r%2 == 1 {
+				k = len(drains) - 1 - k
+			}
+			res, err := e.drain(ctx, drains[k], n)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", drains[k].name, err)
+			}
+			all[k] = append(all[k], res)
+			fmt.Fprintf(os.Stderr, "bench: round %d: %s: %.0f events/s\n", r+1, drains[k].name, res.perSec())
+		}
+	}
+	out := make([]drainResult, len(drains))
+	for k, rs := range all {
+		out[k] = medianDrain(rs)
+	}
+	return out, nil
+}
+
+// medianDrain is the median of each figure of rs (the note of the first).
+func medianDrain(rs []drainResult) drainResult {
+	m := rs[0]
+	var el, srv, cli []float64
+	for _, r := range rs {
+		el = append(el, r.elapsed.Seconds())
+		srv = append(srv, r.serverCPU)
+		cli = append(cli, r.clientCPU)
+		m.rates = append(m.rates, r.perSec())
+	}
+	m.elapsed = time.Duration(median(el) * float64(time.Second))
+	m.serverCPU, m.clientCPU = median(srv), median(cli)
+	return m
+}
 
 // drain resets the tables, fills n events for the spec's system, settles
 // the database, then times the drain and measures the server's CPU.

@@ -38,9 +38,10 @@ var (
 	dsn       = flag.String("dsn", "", "PostgreSQL DSN of a throw-away server with wal_level=logical (run.sh sets it)")
 	pgdata    = flag.String("pgdata", "", "the server's data directory: its postmaster.pid names the processes whose CPU is measured")
 	relayN    = flag.Int("n", 20000, "events per relay drain")
-	writeN    = flag.Int("write-n", 2000, "transactions per write variant, over -rounds rounds")
+	writeN    = flag.Int("write-n", 4000, "transactions per write variant, over -rounds rounds")
 	rounds    = flag.Int("rounds", 10, "write rounds (variants interleaved, order rotated)")
 	latN      = flag.Int("lat-n", 1000, "events per latency run, one per transaction, 2 ms apart")
+	repeat    = flag.Int("repeat", 3, "rounds of the drains: each round runs every drain once, in rotated order; the report takes each drain's median")
 	only      = flag.String("only", "", "run only the drains whose name contains this (a profiling aid; no report)")
 	prof      = flag.String("cpuprofile", "", "write a CPU profile of the drains to this file")
 	profWrite = flag.String("profile-write", "", "run only this write variant (-write-n transactions) under -cpuprofile (a profiling aid; no report)")
@@ -88,13 +89,8 @@ func main() {
 	if rep.writes, err = e.writeRounds(ctx, *writeN, *rounds); err != nil {
 		log.Fatalf("writes: %v", err)
 	}
-	for _, d := range drains {
-		res, err := e.drain(ctx, d, *relayN)
-		if err != nil {
-			log.Fatalf("%s: %v", d.name, err)
-		}
-		rep.drains = append(rep.drains, res)
-		fmt.Fprintf(os.Stderr, "bench: %s: %.0f events/s\n", d.name, res.perSec())
+	if rep.drains, err = e.drainRounds(ctx, *relayN, *repeat); err != nil {
+		log.Fatal(err)
 	}
 	for _, l := range latencies {
 		res, err := e.latency(ctx, l, *latN, 2*time.Millisecond)

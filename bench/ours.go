@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
+	"hash/fnv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,35 +18,51 @@ import (
 )
 
 // countingPub is gorm-outbox's no-op publisher: it counts distinct events
-// and calls, and records when an event first arrived (seen).
+// and calls, and records when an event first arrived (seen). Its map is
+// sharded by event id, so that concurrent deliveries do not queue on one
+// lock (a no-op publisher must not be what limits a relay).
 type countingPub struct {
-	calls atomic.Int64
-	mu    sync.Mutex
-	seen  map[string]time.Time
-	first func(e *outbox.Envelope) // called on an event's first arrival
+	calls  atomic.Int64
+	n      atomic.Int64
+	shards [64]pubShard
+	first  func(e *outbox.Envelope) // called on an event's first arrival
 }
 
-func newCountingPub() *countingPub { return &countingPub{seen: map[string]time.Time{}} }
+type pubShard struct {
+	mu   sync.Mutex
+	seen map[string]struct{}
+	_    [40]byte // a cache line each
+}
+
+func newCountingPub() *countingPub {
+	p := &countingPub{}
+	for i := range p.shards {
+		p.shards[i].seen = map[string]struct{}{}
+	}
+	return p
+}
 
 func (p *countingPub) Publish(_ context.Context, e *outbox.Envelope) error {
 	p.calls.Add(1)
-	p.mu.Lock()
-	_, dup := p.seen[e.ID]
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(e.ID))
+	sh := &p.shards[h.Sum32()%uint32(len(p.shards))]
+	sh.mu.Lock()
+	_, dup := sh.seen[e.ID]
 	if !dup {
-		p.seen[e.ID] = time.Now()
+		sh.seen[e.ID] = struct{}{}
 	}
-	p.mu.Unlock()
-	if !dup && p.first != nil {
-		p.first(e)
+	sh.mu.Unlock()
+	if !dup {
+		p.n.Add(1)
+		if p.first != nil {
+			p.first(e)
+		}
 	}
 	return nil
 }
 
-func (p *countingPub) distinct() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.seen)
-}
+func (p *countingPub) distinct() int { return int(p.n.Load()) }
 
 // startRelays runs n relays of db (their defaults) on pub until stop.
 func startRelays(ctx context.Context, db *gorm.DB, n int, pub relay.Publisher) (stop func() error, err error) {
@@ -104,12 +120,6 @@ func (e *env) drainOurs(ctx context.Context, db *gorm.DB, d drainSpec, n int) (s
 				walEnd, walTable+"_wal").Scan(&done)
 			return done, err
 		})
-	}
-	if d.system == "ours-wal" && os.Getenv("BENCH_DEBUG") != "" {
-		var pid int
-		_ = e.pool.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, walTable+"_wal").Scan(&pid)
-		f, _ := procStat(pid)
-		fmt.Fprintf(os.Stderr, "walsender %d: utime %s stime %s; server total %.2f\n", pid, f[11], f[12], e.cpu.seconds())
 	}
 	if serr := stop(); err == nil {
 		err = serr
