@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gormoutbox/outbox"
@@ -142,7 +141,7 @@ func (d *delivery) begin(j int) bool { return d.state[j].CompareAndSwap(notStart
 // and its error.
 func (d *delivery) end(j int, span trace.Span, took time.Duration, err error) {
 	r := d.r
-	r.inst.publishDuration.Record(d.pctx, took.Seconds(), metric.WithAttributes(attrTable.String(r.table), attrEventType.String(d.envs[j].Type)))
+	r.inst.publishDuration.Record(d.pctx, took.Seconds(), r.inst.typeAttrs(r.table, d.envs[j].Type))
 	endDelivery(span, err)
 	d.errs[j], d.took[j] = err, took
 	d.state[j].Store(finished)

@@ -3,6 +3,8 @@ package relay
 import (
 	"context"
 	"maps"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -40,6 +42,27 @@ type instruments struct {
 	pending                                          metric.Int64ObservableGauge
 	oldest                                           metric.Float64ObservableGauge
 	walInstruments
+	byType sync.Map     // event type -> metric.MeasurementOption (typeAttrs)
+	types  atomic.Int64 // entries of byType
+}
+
+// maxTypeAttrs bounds the attribute sets typeAttrs keeps.
+const maxTypeAttrs = 1000
+
+// typeAttrs returns the attributes of a measurement of table and event
+// type, built once per type (the first 1,000 types; the others each time):
+// a relay records a few per event.
+func (in *instruments) typeAttrs(table, typ string) metric.MeasurementOption {
+	if v, ok := in.byType.Load(typ); ok {
+		return v.(metric.MeasurementOption)
+	}
+	o := metric.WithAttributeSet(attribute.NewSet(attrTable.String(table), attrEventType.String(typ)))
+	if in.types.Load() < maxTypeAttrs {
+		if _, loaded := in.byType.LoadOrStore(typ, o); !loaded {
+			in.types.Add(1)
+		}
+	}
+	return o
 }
 
 func newInstruments(mp metric.MeterProvider) (*instruments, error) {
@@ -108,7 +131,7 @@ func (in *instruments) observeTable(table string, stats func(context.Context) (*
 
 // record counts one recorded outcome.
 func (in *instruments) record(ctx context.Context, o *outcome, table string, now time.Time) {
-	attrs := metric.WithAttributes(attrTable.String(table), attrEventType.String(o.row.Type))
+	attrs := in.typeAttrs(table, o.row.Type)
 	if o.expired {
 		in.rescued.Add(ctx, 1, attrs)
 		if o.kind == dead {
