@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pglogrepl"
+
 	"github.com/gormoutbox/outbox"
 )
 
@@ -92,45 +94,51 @@ func (d *walDeliverer) batch(ctx context.Context, txs []*walTx) error {
 	return err
 }
 
-// decode turns the batch's messages into events; a key announced by a row
-// insertion blocks the key's later events (markers are not events).
-func (d *walDeliverer) decode(txs []*walTx) []walEvent {
-	r := d.s.r
-	var events []walEvent
+// decode numbers the batch's events in commit order; a key announced by
+// a row insertion blocks the key's later events (markers are not events).
+func (d *walDeliverer) decode(txs []*walTx) []*walEvent {
+	var events []*walEvent
 	for ti, tx := range txs {
 		for _, it := range tx.items {
-			if it.marker() {
-				events = append(events, walEvent{tx: ti, done: true, row: outbox.OutboxEvent{PartitionKey: it.key, ID: -1}})
+			if it.ev == nil {
+				events = append(events, &walEvent{tx: ti, done: true, row: outbox.OutboxEvent{PartitionKey: it.key, ID: -1}})
 				continue
 			}
 			d.seq++
-			ev := walEvent{tx: ti, row: outbox.OutboxEvent{ID: d.seq, Attempts: 1, AvailableAt: tx.commit, CreatedAt: tx.commit,
-				Status: outbox.StatusPublishing}}
-			m, err := it.msg, it.err
-			if err != nil {
-				ev.err = outbox.Permanent(fmt.Errorf("undecodable WAL message: %w", err))
-				ev.row.EventID, ev.row.Type, ev.row.Payload = fmt.Sprintf("wal-undecodable-%d-%d", tx.end, d.seq), "undecodable", it.content
-				events = append(events, ev)
-				continue
-			}
-			e := m.Envelope
-			ev.env, ev.due = e, m.AvailableAt
-			ev.row.EventID, ev.row.Type, ev.row.Version, ev.row.TenantID = e.ID, e.Type, e.Version, e.TenantID
-			ev.row.AggregateType, ev.row.AggregateID, ev.row.PartitionKey, ev.row.Topic = e.AggregateType, e.AggregateID, e.PartitionKey, e.Topic
-			ev.row.Payload, ev.row.MaxAttempts = e.Payload, m.MaxAttempts
-			if !e.CreatedAt.IsZero() {
-				ev.row.CreatedAt = e.CreatedAt
-			}
-			e.Attempt = 1
-			if reg := r.cfg.registry; reg != nil {
-				if err := reg.Check(e); err != nil {
-					ev.env, ev.err = nil, outbox.Permanent(fmt.Errorf("registry check: %w", err))
-				}
-			}
-			events = append(events, ev)
+			it.ev.tx, it.ev.row.ID = ti, d.seq
+			events = append(events, it.ev)
 		}
 	}
 	return events
+}
+
+// eventOf decodes a message committed at commit into the event a claim
+// would have made of its row (attempt 1, available since its commit),
+// refused (dead) when it cannot be decoded or fails the registry's check.
+func (s *walStreamer) eventOf(m *pglogrepl.LogicalDecodingMessage, commit time.Time) *walEvent {
+	ev := &walEvent{row: outbox.OutboxEvent{Attempts: 1, AvailableAt: commit, CreatedAt: commit, Status: outbox.StatusPublishing}}
+	msg, err := outbox.DecodeWALMessage(m.Content)
+	if err != nil {
+		ev.err = outbox.Permanent(fmt.Errorf("undecodable WAL message: %w", err))
+		ev.row.EventID, ev.row.Type = fmt.Sprintf("wal-undecodable-%s", m.LSN), "undecodable"
+		ev.row.Payload = append([]byte(nil), m.Content...)
+		return ev
+	}
+	e := msg.Envelope
+	ev.env, ev.due = e, msg.AvailableAt
+	ev.row.EventID, ev.row.Type, ev.row.Version, ev.row.TenantID = e.ID, e.Type, e.Version, e.TenantID
+	ev.row.AggregateType, ev.row.AggregateID, ev.row.PartitionKey, ev.row.Topic = e.AggregateType, e.AggregateID, e.PartitionKey, e.Topic
+	ev.row.Payload, ev.row.MaxAttempts = e.Payload, msg.MaxAttempts
+	if !e.CreatedAt.IsZero() {
+		ev.row.CreatedAt = e.CreatedAt
+	}
+	e.Attempt = 1
+	if reg := s.r.cfg.registry; reg != nil {
+		if err := reg.Check(e); err != nil {
+			ev.env, ev.err = nil, outbox.Permanent(fmt.Errorf("registry check: %w", err))
+		}
+	}
+	return ev
 }
 
 // settleAll delivers the events in rounds until each is delivered or
@@ -138,7 +146,7 @@ func (d *walDeliverer) decode(txs []*walTx) []walEvent {
 // the table (a key's events one after the other), then spills those that
 // failed, died or were snoozed, and the events of their keys that follow.
 // An unavailable publisher backs the rounds off, spending no attempt.
-func (d *walDeliverer) settleAll(ctx context.Context, events []walEvent) error {
+func (d *walDeliverer) settleAll(ctx context.Context, events []*walEvent) error {
 	for unavailable := 0; ; {
 		left := false
 		for i := range events {
@@ -172,7 +180,7 @@ func (d *walDeliverer) settleAll(ctx context.Context, events []walEvent) error {
 
 // round is one delivery of the events not settled, and the spills it
 // decides; it reports whether the publisher said it was unavailable.
-func (d *walDeliverer) round(ctx context.Context, events []walEvent) (unavailable bool, err error) {
+func (d *walDeliverer) round(ctx context.Context, events []*walEvent) (unavailable bool, err error) {
 	now := time.Now()
 	var (
 		rows    []outbox.OutboxEvent
@@ -180,7 +188,7 @@ func (d *walDeliverer) round(ctx context.Context, events []walEvent) (unavailabl
 		inRound = map[string]bool{}
 	)
 	for i := range events {
-		ev := &events[i]
+		ev := events[i]
 		key := ev.row.PartitionKey
 		if ev.done {
 			if ev.row.ID == -1 { // a row inserted: its key waits
@@ -230,7 +238,7 @@ func (d *walDeliverer) block(key string) {
 
 // deliver delivers rows (events[idx[k]]) through the relay's delivery,
 // and decides each event's fate from its outcome.
-func (d *walDeliverer) deliver(ctx context.Context, events []walEvent, rows []outbox.OutboxEvent, idx []int) bool {
+func (d *walDeliverer) deliver(ctx context.Context, events []*walEvent, rows []outbox.OutboxEvent, idx []int) bool {
 	r := d.s.r
 	all := make([]outcome, len(rows))
 	envs := make([]*outbox.Envelope, len(rows))
@@ -247,13 +255,13 @@ func (d *walDeliverer) deliver(ctx context.Context, events []walEvent, rows []ou
 	}
 	now := time.Now()
 	for _, id := range abandoned {
-		ev := &events[byID[id]]
+		ev := events[byID[id]]
 		ev.spill = d.spillOf(ev, outbox.StatusFailed, 1, now.Add(r.cfg.backoff(1)), errors.New("relay: the delivery did not return by its deadline"))
 		d.block(ev.row.PartitionKey)
 	}
 	for k := range outs {
 		o := &outs[k]
-		ev := &events[byID[o.row.ID]]
+		ev := events[byID[o.row.ID]]
 		r.inst.record(ctx, o, r.table, now)
 		switch {
 		case o.kind == published:
@@ -274,7 +282,7 @@ func (d *walDeliverer) deliver(ctx context.Context, events []walEvent, rows []ou
 
 // spillDecided writes the events given a spill in this round into the
 // table, in commit order, and marks them settled once that committed.
-func (d *walDeliverer) spillDecided(ctx context.Context, events []walEvent) error {
+func (d *walDeliverer) spillDecided(ctx context.Context, events []*walEvent) error {
 	var rows []spillRow
 	var idx []int
 	for i := range events {
@@ -293,7 +301,7 @@ func (d *walDeliverer) spillDecided(ctx context.Context, events []walEvent) erro
 		return fmt.Errorf("moving %d streamed event(s) into %s: %w", len(rows), d.s.r.table, err)
 	}
 	for _, i := range idx {
-		ev := &events[i]
+		ev := events[i]
 		ev.done = true
 		d.countSpill(ctx, ev)
 	}

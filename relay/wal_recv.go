@@ -11,8 +11,6 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
-
-	"github.com/gormoutbox/outbox"
 )
 
 // walTx is one committed transaction read from the slot: its events (the
@@ -24,18 +22,13 @@ type walTx struct {
 	items  []walItem
 }
 
-// walItem is a message, decoded by the reader (msg, or err and the
-// content that failed), or (both nil) the key of a row inserted into the
-// outbox table, which the key's later events must wait behind.
+// walItem is a message, decoded by the reader into its event, or (ev nil)
+// the key of a row inserted into the outbox table, which the key's later
+// events must wait behind.
 type walItem struct {
-	msg     *outbox.WALMessage
-	err     error
-	content []byte // the undecodable content
-	key     string
+	ev  *walEvent // nil: a row's key
+	key string
 }
-
-// marker reports whether the item is a row's key rather than an event.
-func (it *walItem) marker() bool { return it.msg == nil && it.err == nil }
 
 // statusEvery is how often the reader reports the confirmed position when
 // it has not changed (PostgreSQL's wal_sender_timeout is 60s by default);
@@ -185,14 +178,9 @@ func (rd *reader) message(ctx context.Context, m pglogrepl.Message) error {
 		rd.tx = &walTx{commit: m.CommitTime}
 	case *pglogrepl.LogicalDecodingMessage:
 		if rd.tx != nil && m.Transactional && m.Prefix == rd.s.setup.Prefix {
-			// Decoded here, beside the deliverer: json copies what it keeps
-			// of the receive buffer.
-			msg, err := outbox.DecodeWALMessage(m.Content)
-			it := walItem{msg: msg, err: err}
-			if err != nil {
-				it.content = append([]byte(nil), m.Content...)
-			}
-			rd.tx.items = append(rd.tx.items, it)
+			// Decoded here, beside the deliverer (the decoder copies what
+			// it keeps of the receive buffer).
+			rd.tx.items = append(rd.tx.items, walItem{ev: rd.s.eventOf(m, rd.tx.commit)})
 		}
 	case *pglogrepl.RelationMessage:
 		rd.relationOf(m)

@@ -85,7 +85,7 @@ func (s *walStreamer) loadBlocked(ctx context.Context) (map[string]bool, error) 
 
 // recheck unblocks the keys of the batch's events whose rows in the table
 // are all finished now.
-func (d *walDeliverer) recheck(ctx context.Context, events []walEvent) error {
+func (d *walDeliverer) recheck(ctx context.Context, events []*walEvent) error {
 	var keys []string
 	seen := map[string]bool{}
 	for i := range events {
