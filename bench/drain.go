@@ -26,18 +26,20 @@ type drainSpec struct {
 	name   string
 	system string // ours-table, ours-wal, raw, river, watermill
 	relays int
+	batch  int // raw: the claim's size
 }
 
 var drains = []drainSpec{
-	{"gorm-outbox table mode, 1 relay", "ours-table", 1},
-	{"gorm-outbox table mode, 2 relays", "ours-table", 2},
-	{"gorm-outbox WAL mode, 1 relay", "ours-wal", 1},
-	{"gorm-outbox WAL mode, 2 relays (one streams, one stands by)", "ours-wal", 2},
-	{"raw SKIP LOCKED loop (batch 1000), 1 relay", "raw", 1},
-	{"raw SKIP LOCKED loop (batch 1000), 2 relays", "raw", 2},
-	{"River (FetchCooldown 1ms, MaxWorkers 100), 1 client", "river", 1},
-	{"River (FetchCooldown 1ms, MaxWorkers 100), 2 clients", "river", 2},
-	{"watermill-sql forwarder (batch 100, poll 10ms)", "watermill", 1},
+	{"gorm-outbox table mode, 1 relay", "ours-table", 1, 0},
+	{"gorm-outbox table mode, 2 relays", "ours-table", 2, 0},
+	{"gorm-outbox WAL mode, 1 relay", "ours-wal", 1, 0},
+	{"gorm-outbox WAL mode, 2 relays (one streams, one stands by)", "ours-wal", 2, 0},
+	{"raw SKIP LOCKED loop (batch 100), 1 relay", "raw", 1, 100},
+	{"raw SKIP LOCKED loop (batch 1000), 1 relay", "raw", 1, 1000},
+	{"raw SKIP LOCKED loop (batch 1000), 2 relays", "raw", 2, 1000},
+	{"River (FetchCooldown 1ms, MaxWorkers 100), 1 client", "river", 1, 0},
+	{"River (FetchCooldown 1ms, MaxWorkers 100), 2 clients", "river", 2, 0},
+	{"watermill-sql forwarder (batch 100, poll 10ms)", "watermill", 1, 0},
 }
 
 // drainResult is what one drain measured; over several rounds, the
@@ -152,7 +154,7 @@ func (e *env) fill(ctx context.Context, d drainSpec, n int) (func(context.Contex
 		_, err := e.pool.Exec(ctx, `INSERT INTO bench_outbox (event_id, type, payload)
 			SELECT gen_random_uuid(), 'order.created', jsonb_build_object('order_id', g, 'customer', 'customer', 'amount', 12.34)
 			FROM generate_series(1, $1) g`, n)
-		return func(ctx context.Context) (string, error) { return "", e.drainRaw(ctx, d.relays, n) }, err
+		return func(ctx context.Context) (string, error) { return "", e.drainRaw(ctx, d.relays, d.batch, n) }, err
 	case "river":
 		return e.fillRiver(ctx, d, n)
 	case "watermill":
@@ -180,16 +182,16 @@ const rawClaim = `UPDATE bench_outbox SET status = 'publishing' WHERE id = ANY(A
 	SELECT id FROM bench_outbox WHERE status = 'pending' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED))
 	RETURNING id, payload`
 
-// drainRaw runs relays goroutines that claim 1000 rows, publish them
+// drainRaw runs relays goroutines that claim batch rows, publish them
 // (no-op) and mark them published, until nothing is left.
-func (e *env) drainRaw(ctx context.Context, relays, n int) error {
+func (e *env) drainRaw(ctx context.Context, relays, batch, n int) error {
 	var done atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, relays)
 	for range relays {
 		wg.Go(func() {
 			for {
-				rows, err := e.pool.Query(ctx, rawClaim, 1000)
+				rows, err := e.pool.Query(ctx, rawClaim, batch)
 				if err != nil {
 					errs <- err
 					return
