@@ -37,7 +37,7 @@ import (
 var (
 	dsn       = flag.String("dsn", "", "PostgreSQL DSN of a throw-away server with wal_level=logical (run.sh sets it)")
 	pgdata    = flag.String("pgdata", "", "the server's data directory: its postmaster.pid names the processes whose CPU is measured")
-	relayN    = flag.Int("n", 20000, "events per relay drain")
+	relayN    = flag.Int("n", 50000, "events per relay drain")
 	writeN    = flag.Int("write-n", 4000, "transactions per write variant, over -rounds rounds")
 	rounds    = flag.Int("rounds", 10, "write rounds (variants interleaved, order rotated)")
 	latN      = flag.Int("lat-n", 1000, "events per latency run, one per transaction, 2 ms apart")
