@@ -39,7 +39,7 @@ var (
 	pgdata    = flag.String("pgdata", "", "the server's data directory: its postmaster.pid names the processes whose CPU is measured")
 	relayN    = flag.Int("n", 50000, "events per relay drain")
 	writeN    = flag.Int("write-n", 4000, "transactions per write variant, over -rounds rounds")
-	rounds    = flag.Int("rounds", 10, "write rounds (variants interleaved, order rotated)")
+	rounds    = flag.Int("rounds", 50, "write rounds (variants interleaved, order rotated): many short rounds pair up the machine's load bursts")
 	latN      = flag.Int("lat-n", 1000, "events per latency run, one per transaction, 2 ms apart")
 	repeat    = flag.Int("repeat", 3, "rounds of the drains: each round runs every drain once, in rotated order; the report takes each drain's median")
 	only      = flag.String("only", "", "run only the drains whose name contains this (a profiling aid; no report)")

@@ -176,7 +176,7 @@ func (s *walStreamer) session(ctx context.Context, streamed *bool) error {
 	}
 	s.oldest.reset()
 	if ctx.Err() == nil && err != nil {
-		if lerr := s.checkSlot(context.WithoutCancel(ctx)); lerr != nil {
+		if lerr := s.checkSlot(context.WithoutCancel(ctx)); errors.Is(lerr, errSlotLost) || errors.Is(lerr, errSlotMissing) {
 			return lerr
 		}
 	}

@@ -126,8 +126,9 @@ const slotStateSQL = `SELECT true AS exists, COALESCE(wal_status, '') AS status,
 	COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint AS lag_bytes, safe_wal_size AS safe_wal
 	FROM pg_replication_slots WHERE slot_name = ?`
 
-// checkSlot fails with errSlotLost when the slot was invalidated (or
-// dropped: the events it held are gone too).
+// checkSlot fails with errSlotLost when the slot was invalidated,
+// errSlotMissing when it does not exist, and errSlotActive while another
+// connection streams it.
 func (s *walStreamer) checkSlot(ctx context.Context) error {
 	var st slotState
 	if err := s.r.db.WithContext(ctx).Raw(slotStateSQL, s.setup.Slot).Scan(&st).Error; err != nil {
@@ -138,6 +139,10 @@ func (s *walStreamer) checkSlot(ctx context.Context) error {
 		return fmt.Errorf("%w: the slot %s does not exist", errSlotMissing, s.setup.Slot)
 	case st.Status == "lost":
 		return fmt.Errorf("%w: wal_status lost (max_slot_wal_keep_size exceeded)", errSlotLost)
+	case st.Active:
+		// Standby without opening a replication connection that the
+		// server would refuse (and log) every second.
+		return fmt.Errorf("%w: the slot %s is active", errSlotActive, s.setup.Slot)
 	}
 	return nil
 }
