@@ -91,25 +91,17 @@ func DecodeWALMessage(b []byte) (*WALMessage, error) {
 	return m, nil
 }
 
-// walContent encodes e as a WAL message written at now.
+// walContent encodes e as a WAL message written at now (appendWALContent).
 func walContent(e *encodedEvent, now time.Time) (string, error) {
-	env := &Envelope{
-		ID: e.EventID, Type: e.Type, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
-		PartitionKey: e.PartitionKey, TenantID: e.TenantID, Topic: e.Topic, Version: e.Version,
-		Payload: e.Payload, CreatedAt: now,
-	}
+	var headers map[string]string
 	if len(e.Headers) > 0 {
-		if err := json.Unmarshal(e.Headers, &env.Headers); err != nil {
+		if err := json.Unmarshal(e.Headers, &headers); err != nil {
 			return "", fmt.Errorf("outbox: headers of event %s: %w", e.EventID, err)
 		}
 	}
-	m := WALMessage{Envelope: env, MaxAttempts: e.MaxAttempts}
-	if e.AvailableAt != nil {
-		m.AvailableAt = *e.AvailableAt
-	}
-	b, err := m.MarshalJSON()
+	b, err := appendWALContent(make([]byte, 0, 256+len(e.Payload)), e, headers, now)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("outbox: encoding event %s: %w", e.EventID, err)
 	}
 	return string(b), nil
 }

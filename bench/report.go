@@ -38,15 +38,18 @@ func (r *report) find(name string) *writeResult {
 func (r *report) printWrites(w io.Writer) {
 	base := r.find("baseline")
 	fmt.Fprintf(w, "## Write path: BEGIN; INSERT order; [the outbox's write]; COMMIT\n\n%d rounds, variants interleaved; added = median over rounds of (variant − baseline) in the same round.\n\n", len(base.roundUS))
-	fmt.Fprintln(w, "| variant | µs/tx (median of rounds) | added µs/tx | server CPU µs/tx | added server CPU µs/tx |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| variant | µs/tx (median of rounds) | added µs/tx | server CPU µs/tx | added server CPU µs/tx | added client CPU µs/tx |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
 	for _, v := range r.writes {
-		fmt.Fprintf(w, "| %s | %.0f | %.1f | %.1f | %.1f |\n", v.name, median(v.roundUS), added(base, v), cpuPerTx(v), cpuPerTx(v)-cpuPerTx(base))
+		fmt.Fprintf(w, "| %s | %.0f | %.1f | %.1f | %.1f | %.1f |\n", v.name, median(v.roundUS), added(base, v), cpuPerTx(v),
+			cpuPerTx(v)-cpuPerTx(base), clientPerTx(v)-clientPerTx(base))
 	}
 	fmt.Fprintln(w)
 }
 
 func cpuPerTx(v *writeResult) float64 { return v.serverCPU * 1e6 / float64(max(v.txs, 1)) }
+
+func clientPerTx(v *writeResult) float64 { return v.clientCPU * 1e6 / float64(max(v.txs, 1)) }
 
 func (r *report) printDrains(w io.Writer) {
 	fmt.Fprintln(w, "## Relay drain: a backlog written beforehand (not timed), delivered to a no-op publisher")

@@ -117,6 +117,7 @@ type writeResult struct {
 	name      string
 	roundUS   []float64 // mean µs per transaction of each round
 	serverCPU float64   // server CPU seconds over all its transactions
+	clientCPU float64   // this process's CPU seconds over them
 	txs       int
 }
 
@@ -144,7 +145,7 @@ func (e *env) writeRounds(ctx context.Context, n, rounds int) ([]*writeResult, e
 			if r%2 == 1 {
 				k = len(vs) - 1 - k
 			}
-			cpu0, t0 := e.cpu.seconds(), time.Now()
+			cpu0, self0, t0 := e.cpu.seconds(), selfCPU(), time.Now()
 			for i := range per {
 				if err := vs[k].tx(ctx, i); err != nil {
 					return nil, fmt.Errorf("%s: %w", vs[k].name, err)
@@ -152,6 +153,7 @@ func (e *env) writeRounds(ctx context.Context, n, rounds int) ([]*writeResult, e
 			}
 			res[k].roundUS = append(res[k].roundUS, float64(time.Since(t0).Microseconds())/float64(per))
 			res[k].serverCPU += e.cpu.seconds() - cpu0
+			res[k].clientCPU += selfCPU() - self0
 			res[k].txs += per
 		}
 	}
