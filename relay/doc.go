@@ -257,7 +257,9 @@
 // starts, then from the table's inserts, which the publication streams
 // in commit order) has its later events spilled behind them, and is
 // checked again before its next event is delivered. An unavailable
-// publisher backs the stream off, spending no attempt. The table's
+// publisher backs the stream off, spending no attempt, for
+// WithWALSpillAfter at most; then the stream's events move into the table
+// as pending while the publisher stays down. The table's
 // services (claims, retries, rescues, retention) go on as in table mode
 // for the rows.
 //

@@ -67,23 +67,25 @@ type config struct {
 	replicationDSN string
 	walWarnLag     int64
 	walWarnAge     time.Duration
+	walSpillAfter  time.Duration
 	optionerr.Errors
 }
 
 func defaultConfig() config {
 	return config{
-		batchSize:    DefaultBatchSize,
-		maxBatchSize: DefaultMaxBatchSize,
-		lease:        DefaultLease,
-		concurrency:  DefaultConcurrency,
-		maxAttempts:  DefaultMaxAttempts,
-		backoff:      DefaultBackoff,
-		retention:    DefaultRetention,
-		listen:       true,
-		heartbeat:    DefaultHeartbeat,
-		walWarnLag:   DefaultWALWarnLag,
-		walWarnAge:   DefaultWALWarnAge,
-		Errors:       optionerr.Errors{Sentinel: ErrInvalidOption},
+		batchSize:     DefaultBatchSize,
+		maxBatchSize:  DefaultMaxBatchSize,
+		lease:         DefaultLease,
+		concurrency:   DefaultConcurrency,
+		maxAttempts:   DefaultMaxAttempts,
+		backoff:       DefaultBackoff,
+		retention:     DefaultRetention,
+		listen:        true,
+		heartbeat:     DefaultHeartbeat,
+		walWarnLag:    DefaultWALWarnLag,
+		walWarnAge:    DefaultWALWarnAge,
+		walSpillAfter: DefaultWALSpillAfter,
+		Errors:        optionerr.Errors{Sentinel: ErrInvalidOption},
 	}
 }
 

@@ -21,7 +21,8 @@ type walDeliverer struct {
 	// behind them. Rechecked against the table before an event of the key
 	// would be delivered.
 	blocked map[string]bool
-	seq     int64 // numbers the streamed events in commit order
+	seq     int64     // numbers the streamed events in commit order
+	outage  time.Time // since when the publisher has been unavailable (zero: it is not)
 }
 
 // walEvent is one streamed event of a batch.
@@ -152,10 +153,7 @@ func (d *walDeliverer) settleAll(ctx context.Context, events []*walEvent) error 
 		for i := range events {
 			left = left || !events[i].done
 		}
-		if !left {
-			return nil
-		}
-		if ctx.Err() != nil {
+		if !left || ctx.Err() != nil {
 			return nil
 		}
 		u, err := d.round(ctx, events)
@@ -163,11 +161,19 @@ func (d *walDeliverer) settleAll(ctx context.Context, events []*walEvent) error 
 			return err
 		}
 		if !u {
-			unavailable = 0
+			unavailable, d.outage = 0, time.Time{}
 			continue
 		}
+		if d.outage.IsZero() {
+			d.outage = time.Now()
+		}
+		if since := time.Since(d.outage); since >= d.s.r.cfg.walSpillAfter {
+			d.s.r.log.Warn("WAL mode: publisher unavailable; the stream's events move into the table, where the relays retry them",
+				"unavailable_for", since.Round(time.Second))
+			return d.spillRest(ctx, events)
+		}
 		unavailable++
-		wait := backoffStep(unavailable)
+		wait := min(backoffStep(unavailable), d.s.r.cfg.walSpillAfter-time.Since(d.outage)+time.Millisecond)
 		d.s.r.log.Warn("WAL mode: publisher unavailable; streamed events wait without spending attempts, backing off", "retry_in", wait)
 		t := time.NewTimer(wait)
 		select {
@@ -176,6 +182,25 @@ func (d *walDeliverer) settleAll(ctx context.Context, events []*walEvent) error 
 		}
 		t.Stop()
 	}
+}
+
+// spillRest moves every event not settled into the table as pending,
+// spending no attempt (the publisher is down: WithWALSpillAfter), their
+// keys' later events behind them, so that the slot's confirmed position
+// goes on and the server keeps no WAL for the outage.
+func (d *walDeliverer) spillRest(ctx context.Context, events []*walEvent) error {
+	now := time.Now()
+	for _, ev := range events {
+		if !ev.done && ev.spill == nil {
+			if ev.env == nil {
+				ev.spill = d.spillOf(ev, outbox.StatusDead, 1, now, ev.err)
+				continue
+			}
+			ev.spill = d.spillOf(ev, outbox.StatusPending, 0, ev.dueOr(now), nil)
+			d.block(ev.row.PartitionKey)
+		}
+	}
+	return d.spillDecided(ctx, events)
 }
 
 // round is one delivery of the events not settled, and the spills it

@@ -16,7 +16,28 @@ const (
 	// DefaultWALWarnAge is the age of the oldest unconfirmed commit past
 	// which the relay warns.
 	DefaultWALWarnAge = time.Minute
+	// DefaultWALSpillAfter is how long an unavailable publisher holds the
+	// stream before its events move into the table (WithWALSpillAfter).
+	DefaultWALSpillAfter = 30 * time.Second
 )
+
+// WithWALSpillAfter sets how long, in WAL mode, an unavailable publisher
+// (outbox.Unavailable: the broker is down) holds the stream back, its
+// events waiting without spending attempts, before they move into the
+// outbox table as pending (default DefaultWALSpillAfter, at least 1s).
+// From then on, while the publisher stays unavailable, each batch read
+// from the slot is tried once and moved into the table, where the relays
+// retry it with their own backoff: the slot's confirmed position goes on,
+// and a long outage makes the server keep no WAL for the slot (which
+// max_slot_wal_keep_size would end by invalidating it).
+func WithWALSpillAfter(d time.Duration) Option {
+	return func(c *config) {
+		if d < time.Second {
+			c.Fail("WAL spill delay %v is less than 1s", d)
+		}
+		c.walSpillAfter = d
+	}
+}
 
 // WithReplicationDSN sets the DSN of WAL mode's replication connection
 // (default: the DSN of db's dialector). Set it when the dialector was

@@ -3,7 +3,10 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,5 +122,71 @@ func TestWALSlotInvalidated(t *testing.T) {
 	_, err = workload.OpenWALDB(d.dsn)
 	if !errors.Is(err, outbox.ErrWALNotReady) {
 		t.Errorf("db.Use with an invalidated slot: %v, want ErrWALNotReady", err)
+	}
+}
+
+// WAL mode: a publisher down for longer than WithWALSpillAfter (1 s here)
+// no longer holds the slot back: the stream's events move into the table
+// as pending (no attempt spent), the slot confirms past them, and once the
+// publisher is back the relay delivers every event once, each key in
+// commit order.
+func TestWALOutageSpillsToTheTable(t *testing.T) {
+	t.Parallel()
+	d := startWALDatabase(t)
+	var down atomic.Bool
+	down.Store(true)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var order []string
+	pub := relay.PublisherFunc(func(_ context.Context, e *outbox.Envelope) error {
+		if down.Load() {
+			return outbox.Unavailable(errors.New("broker down"))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[e.ID]++; seen[e.ID] == 1 {
+			order = append(order, e.PartitionKey+"/"+e.AggregateID)
+		}
+		return nil
+	})
+	r, err := relay.New(d.db, pub, relay.WithWALSpillAfter(time.Second), relay.WithPollInterval(50*time.Millisecond),
+		relay.WithBackoff(func(int) time.Duration { return 100 * time.Millisecond }), relay.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	const n = 300
+	for i := range n {
+		ev := outbox.Event{Type: "outage.test", PartitionKey: fmt.Sprintf("k%d", i%4), AggregateID: fmt.Sprintf("%04d", i)}
+		if err := d.db.Transaction(func(tx *gorm.DB) error { return outbox.Emit(tx, ev) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, func() bool { return tableRows(t, d) == n })
+	checkWALStats(t, d, func(s *relay.WALStats) string {
+		if s.OldestUnconfirmedAge > 10*time.Second {
+			return "want the slot confirmed past the events moved into the table"
+		}
+		return ""
+	})
+	down.Store(false)
+	waitFor(t, 60*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == n })
+	mu.Lock()
+	defer mu.Unlock()
+	last := map[string]string{}
+	for _, o := range order {
+		key, agg, _ := strings.Cut(o, "/")
+		if agg < last[key] {
+			t.Errorf("key %s: %s delivered after %s", key, agg, last[key])
+		}
+		last[key] = agg
+	}
+	for id, c := range seen {
+		if c > 1 {
+			t.Errorf("event %s delivered %d times", id, c)
+		}
 	}
 }
