@@ -30,6 +30,9 @@ func TestNewValidatesOptions(t *testing.T) {
 		{relay.WithLogger(nil), "logger"},
 		{relay.WithRegistry(nil), "registry is nil"},
 		{relay.WithRegistry(outbox.NewRegistry(outbox.RequireMetadata("ip"))), `RequireMetadata: unknown field "ip"`},
+		{relay.WithReplicationDSN(""), "replication DSN"},
+		{relay.WithWALWarning(-1, time.Minute), "WAL warning"},
+		{relay.WithWALSpillAfter(time.Millisecond), "WAL spill delay"},
 	}
 	for _, c := range cases {
 		_, err := relay.New(db, pub, c.opt)
