@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/oteltest"
 	"github.com/gormoutbox/outbox/relay"
 	"github.com/gormoutbox/outbox/tests/internal/workload"
 )
@@ -149,7 +150,8 @@ func TestWALOutageSpillsToTheTable(t *testing.T) {
 		}
 		return nil
 	})
-	r, err := relay.New(d.db, pub, relay.WithWALSpillAfter(time.Second), relay.WithPollInterval(50*time.Millisecond),
+	mp := oteltest.NewMeterProvider()
+	r, err := relay.New(d.db, pub, relay.WithWALSpillAfter(time.Second), relay.WithPollInterval(50*time.Millisecond), relay.WithMeterProvider(mp),
 		relay.WithBackoff(func(int) time.Duration { return 100 * time.Millisecond }), relay.WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +174,8 @@ func TestWALOutageSpillsToTheTable(t *testing.T) {
 		}
 		return ""
 	})
+	time.Sleep(1500 * time.Millisecond) // the streamer reads the slot's lag every second
+	checkWALMetrics(t, mp, n)
 	down.Store(false)
 	waitFor(t, 60*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == n })
 	mu.Lock()
@@ -188,5 +192,27 @@ func TestWALOutageSpillsToTheTable(t *testing.T) {
 		if c > 1 {
 			t.Errorf("event %s delivered %d times", id, c)
 		}
+	}
+}
+
+// checkWALMetrics checks WAL mode's metrics: spilled events counted by
+// status, the slot's lag and the oldest unconfirmed commit's age observed
+// while a relay streams.
+func checkWALMetrics(t *testing.T, mp *oteltest.MeterProvider, spilled int) {
+	t.Helper()
+	m, err := mp.Collect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m["outbox.wal.events.spilled"].Total(); got < float64(spilled) {
+		t.Errorf("outbox.wal.events.spilled = %v, want %d at least", got, spilled)
+	}
+	for _, name := range []string{"outbox.wal.slot.lag", "outbox.wal.oldest_unconfirmed_age"} {
+		if len(m[name].Points) == 0 {
+			t.Errorf("%s was not observed while the relay streamed (metrics %v)", name, m.Names())
+		}
+	}
+	if lag := m["outbox.wal.slot.lag"].Total(); lag < 0 || lag > 16<<20 {
+		t.Errorf("outbox.wal.slot.lag = %v bytes, want a small lag once the events moved into the table", lag)
 	}
 }
