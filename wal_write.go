@@ -28,7 +28,10 @@ func (w *writer) writeWAL(db *gorm.DB, events []encodedEvent) error {
 	ctx := db.Statement.Context
 	for start := 0; start < len(events); {
 		var sb strings.Builder
-		args := []any{w.walPrefix}
+		args := make([]any, 0, min(len(events)-start, maxMessagesPerStatement))
+		// One target list, evaluated in order (a FROM list of function
+		// calls could be joined in any order). The prefix is inlined: the
+		// table's name is a checked identifier.
 		sb.WriteString("SELECT ")
 		size := 0
 		end := start
@@ -41,7 +44,9 @@ func (w *writer) writeWAL(db *gorm.DB, events []encodedEvent) error {
 				sb.WriteString(", ")
 			}
 			args = append(args, content)
-			sb.WriteString("pg_logical_emit_message(true, $1, $")
+			sb.WriteString("pg_logical_emit_message(true, '")
+			sb.WriteString(w.walPrefix)
+			sb.WriteString("', $")
 			sb.WriteString(strconv.Itoa(len(args)))
 			sb.WriteString("::text)")
 			size += len(content)
