@@ -41,7 +41,7 @@ var (
 	writeN    = flag.Int("write-n", 4000, "transactions per write variant, over -rounds rounds")
 	rounds    = flag.Int("rounds", 50, "write rounds (variants interleaved, order rotated): many short rounds pair up the machine's load bursts")
 	latN      = flag.Int("lat-n", 1000, "events per latency run, one per transaction, 2 ms apart")
-	repeat    = flag.Int("repeat", 3, "rounds of the drains: each round runs every drain once, in rotated order; the report takes each drain's median")
+	repeat    = flag.Int("repeat", 5, "rounds of the drains: each round runs every drain once, in rotated order; the report takes each drain's median")
 	only      = flag.String("only", "", "run only the drains whose name contains this (a profiling aid; no report)")
 	prof      = flag.String("cpuprofile", "", "write a CPU profile of the drains to this file")
 	profWrite = flag.String("profile-write", "", "run only this write variant (-write-n transactions) under -cpuprofile (a profiling aid; no report)")
