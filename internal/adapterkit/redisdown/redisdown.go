@@ -1,16 +1,14 @@
 // Package redisdown is the Redis part of the outage rule of package
 // adapterkit, shared by the adapters that talk to Redis (outboxredis and
-// outboxasynq). It is apart from adapterkit so that the adapters of other
-// brokers do not depend on go-redis.
+// outboxasynq, modules of their own that import it from the core module).
+// It reads errors as text, and imports neither go-redis nor asynq, so that
+// the core module does not require them.
 package redisdown
 
 import (
 	"context"
-	"errors"
 	"regexp"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
@@ -28,24 +26,14 @@ func Classify(ctx context.Context, err error) error { return adapterkit.Classify
 // replicas, out of memory, full of clients, or refusing this client's
 // credentials. None is the command's fault.
 //
-// asynq v0.26 keeps the go-redis error in the chain for some commands,
-// but flattens the error of its Lua scripts, which do the enqueue, into
-// text ("UNKNOWN: redis eval error: EOF"). So the types are checked
-// first, and the text after.
+// It reads the error's text: go-redis's sentinel errors (redis.ErrClosed,
+// ErrPoolTimeout, ErrPoolExhausted) and the server's error replies
+// (LOADING, READONLY, …, which go-redis's IsLoadingError and its kin test
+// by prefix too) are told by their messages, and asynq v0.26 flattens the
+// error of its Lua scripts, which do the enqueue, into text ("UNKNOWN:
+// redis eval error: EOF") anyway. The adapters' tests check go-redis's
+// own values against it.
 func Down(err error) bool {
-	switch {
-	case errors.Is(err, redis.ErrClosed),
-		errors.Is(err, redis.ErrPoolTimeout),
-		errors.Is(err, redis.ErrPoolExhausted),
-		redis.IsLoadingError(err),
-		redis.IsReadOnlyError(err),
-		redis.IsMasterDownError(err),
-		redis.IsClusterDownError(err),
-		redis.IsTryAgainError(err),
-		redis.IsMaxClientsError(err),
-		redis.IsOOMError(err):
-		return true
-	}
 	return textDown(err.Error())
 }
 
