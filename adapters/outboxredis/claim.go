@@ -1,122 +1,198 @@
 package outboxredis
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/gormoutbox/outbox/consume"
 )
 
-// recoverPending delivers again, one at a time, the messages this consumer
-// left pending (failed, excused, or taken before a restart) once idle for
-// the retry delay, then adopts with XAUTOCLAIM … JUSTID the messages of
-// any consumer of the group idle for the min idle time (they are retried
-// here after the retry delay). It reports whether there may be more to
-// claim at once, and whether a handler said its transport is unavailable.
-func (c *Consumer) recoverPending(ctx context.Context) (more, unavailable bool, err error) {
-	more, unavailable, err = c.retryOwn(ctx)
-	if err != nil || unavailable || ctx.Err() != nil {
-		return more, unavailable, err
-	}
-	adopted, err := c.adopt(ctx)
-	return more || adopted, false, err
+// pendingRef is a pending entry of this consumer found due.
+type pendingRef struct {
+	id         string
+	deliveries int64 // Redis's count, when listed (0: not known yet)
 }
 
-// adopt makes this consumer the owner of messages of the group idle for
-// the min idle time (a consumer that died, or a restart under another
-// name), without counting a delivery (JUSTID): retryOwn delivers them, one
-// at a time, so that what is never handed to the handler is never
-// counted. It reports whether the claim came back full.
-func (c *Consumer) adopt(ctx context.Context) (full bool, err error) {
-	got, next, err := c.rdb.XAutoClaimJustID(ctx, &redis.XAutoClaimArgs{
-		Stream:   c.stream,
-		Group:    c.group,
-		Consumer: c.name,
-		MinIdle:  c.cfg.minIdle,
-		Start:    c.cursor,
-		Count:    c.cfg.count,
-	}).Result()
-	if err != nil {
-		return false, fmt.Errorf("outboxredis: XAUTOCLAIM %s: %w", c.stream, err)
-	}
-	c.cursor = next
-	if len(got) > 0 {
-		c.log.Info("outboxredis: adopted messages idle too long; retrying them here", "messages", len(got), "min_idle", c.cfg.minIdle)
-	}
-	return int64(len(got)) == c.cfg.count, nil
-}
-
-// retryOwn takes this consumer's pending messages that are due, in entry
-// order, and claims and handles them one at a time (XCLAIM counts a
-// delivery only for the message about to be handled), stopping when a
-// handler reports its transport unavailable. A message is due once idle
-// for the retry delay, or, in key order, once its predecessor is done.
-// The due messages are kept (keeper) from the listing until each is
-// handled, so that none is adopted by another consumer while the ones
-// before it run, and each is claimed only if it is still this consumer's.
-func (c *Consumer) retryOwn(ctx context.Context) (more, unavailable bool, err error) {
-	idle := c.cfg.retryDelay
-	if len(c.waiting) > 0 {
-		idle = min(idle, c.orderPoll())
-	}
-	listedAt := time.Now()
-	pending, err := c.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream: c.stream, Group: c.group, Consumer: c.name, Idle: idle, Start: "-", End: "+", Count: c.cfg.count,
-	}).Result()
-	if err != nil {
-		return false, false, fmt.Errorf("outboxredis: XPENDING %s: %w", c.stream, err)
-	}
-	waiting := c.waiting
-	c.waiting = map[string]bool{}
-	due := make([]redis.XPendingExt, 0, len(pending))
-	for _, p := range pending {
-		if p.Idle >= c.cfg.retryDelay || waiting[p.ID] {
-			due = append(due, p)
-			// Kept from here on, like a read batch: while the ones
-			// before it run, no other consumer adopts it.
-			c.keep.hold(listedAt.Add(-p.Idle), p.ID)
-		}
-	}
-	defer func() {
-		for _, p := range due {
-			c.keep.drop(p.ID)
-		}
-	}()
-	entries, err := c.orderFields(ctx, due)
-	if err != nil {
-		return false, false, err
-	}
-	handled := 0
-	for _, p := range due {
-		if ctx.Err() != nil {
-			return false, false, nil
-		}
-		if m, ok := entries[p.ID]; ok && c.mustWait(ctx, m) {
-			c.waiting[p.ID] = true // not claimed: nothing counted
-			continue
-		}
-		claimedAt := time.Now()
-		m, excused, ok, err := c.claimOne(ctx, p.ID)
+// claimRound returns this consumer's pending entries that are due: those
+// it handed back (Retry) whose delay has passed and, every claim interval,
+// the entries it adopts from consumers presumed dead (XAUTOCLAIM … JUSTID,
+// which counts no delivery; due at once) and those pending under its name
+// that it does not know of (left by an earlier run, or read by a command
+// whose reply was lost), due once idle for the retry delay. Nothing is
+// claimed here: Begin claims each (XCLAIM) when its handler is about to
+// run, so that a delivery counts only then.
+func (t *transport) claimRound(ctx context.Context, now time.Time) ([]consume.Message, error) {
+	var listed []redis.XPendingExt
+	if t.more || !now.Before(t.nextClaim) {
+		t.nextClaim = now.Add(t.cfg.claimInterval)
+		full, err := t.adopt(ctx, now)
 		if err != nil {
-			return false, false, err
+			return nil, err
 		}
-		if !ok {
-			continue
+		if listed, err = t.listOwn(ctx); err != nil {
+			return nil, err
 		}
-		handled++
-		c.keep.hold(claimedAt, p.ID)
-		unavailable := c.process(ctx, m, p.RetryCount+1, excused)
-		c.keep.drop(p.ID) // settled, or left for its retry delay
-		if unavailable {
-			return false, true, nil
-		}
+		t.more = full
 	}
-	// Claim again at once only when every listed message was due and some
-	// were handled: waiting messages are checked again after orderPoll.
-	return int64(len(pending)) == c.cfg.count && len(due) == len(pending) && handled > 0, false, nil
+	due := t.dueEntries(now, listed)
+	if int64(len(due)) == t.cfg.count {
+		t.more = true
+	}
+	if len(due) == 0 {
+		return nil, nil
+	}
+	return t.fetch(ctx, due)
 }
 
-// orderPoll is how soon a message waiting for its predecessor (WithKeyOrder)
-// is checked again: 100ms, or the retry delay if shorter.
-func (c *Consumer) orderPoll() time.Duration { return min(c.cfg.retryDelay, 100*time.Millisecond) }
+// adopt makes this consumer the owner of the group's messages idle for the
+// min idle time (a consumer that died, or a restart under another name),
+// without counting a delivery (JUSTID), due here at once. It reports
+// whether the claim came back full.
+func (t *transport) adopt(ctx context.Context, now time.Time) (full bool, err error) {
+	got, next, err := t.rdb.XAutoClaimJustID(ctx, &redis.XAutoClaimArgs{
+		Stream: t.stream, Group: t.group, Consumer: t.name, MinIdle: t.cfg.minIdle, Start: t.cursor, Count: t.cfg.count,
+	}).Result()
+	if err != nil {
+		return false, fmt.Errorf("outboxredis: XAUTOCLAIM %s: %w", t.stream, err)
+	}
+	t.cursor = next
+	for _, id := range got {
+		t.keep.hold(now, id)
+		t.setDue(id, now)
+	}
+	if len(got) > 0 {
+		t.log.Info("outboxredis: adopted messages idle too long; handling them here", "messages", len(got), "min_idle", t.cfg.minIdle)
+	}
+	return int64(len(got)) == t.cfg.count, nil
+}
+
+// listOwn lists this consumer's pending entries: all those it knows of
+// (handed back, waiting for their delay), and up to WithCount more.
+func (t *transport) listOwn(ctx context.Context) ([]redis.XPendingExt, error) {
+	t.mu.Lock()
+	n := min(t.cfg.count+int64(len(t.due)), 10000)
+	t.mu.Unlock()
+	p, err := t.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: t.stream, Group: t.group, Consumer: t.name, Start: "-", End: "+", Count: n,
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("outboxredis: XPENDING %s: %w", t.stream, err)
+	}
+	return p, nil
+}
+
+// dueEntries returns, in entry order, up to WithCount entries that are
+// due: known ones whose due time has passed, and listed ones it does not
+// know of that have been idle for the retry delay (held from here on).
+func (t *transport) dueEntries(now time.Time, listed []redis.XPendingExt) []pendingRef {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var due []pendingRef
+	counts := make(map[string]int64, len(listed))
+	for _, p := range listed {
+		counts[p.ID] = p.RetryCount
+		if _, known := t.due[p.ID]; !known && p.Idle >= t.retryDelay {
+			t.keep.hold(now.Add(-p.Idle), p.ID)
+			due = append(due, pendingRef{id: p.ID, deliveries: p.RetryCount})
+		}
+	}
+	for id, at := range t.due {
+		if !at.After(now) {
+			due = append(due, pendingRef{id: id, deliveries: counts[id]})
+		}
+	}
+	slices.SortFunc(due, func(a, b pendingRef) int { return compareIDs(a.id, b.id) })
+	return due[:min(int64(len(due)), t.cfg.count)]
+}
+
+// fetch reads the fields of the due entries (XRANGE, which counts no
+// delivery). An entry deleted or trimmed while pending is acknowledged:
+// there is nothing left to handle.
+func (t *transport) fetch(ctx context.Context, due []pendingRef) ([]consume.Message, error) {
+	pipe := t.rdb.Pipeline()
+	cmds := make([]*redis.XMessageSliceCmd, len(due))
+	for i, p := range due {
+		cmds[i] = pipe.XRange(ctx, t.stream, p.id, p.id)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("outboxredis: XRANGE %s: %w", t.stream, err)
+	}
+	msgs := make([]consume.Message, 0, len(due))
+	var gone []string
+	for i, p := range due {
+		if got := cmds[i].Val(); len(got) == 1 {
+			msgs = append(msgs, &message{t: t, id: p.id, values: got[0].Values, pending: true, deliveries: p.deliveries})
+			continue
+		}
+		gone = append(gone, p.id)
+		t.forget(p.id)
+	}
+	if len(gone) > 0 {
+		p := t.rdb.Pipeline()
+		p.XAck(ctx, t.stream, t.group, gone...)
+		p.HDel(ctx, t.excusedKey, gone...)
+		_, err := p.Exec(ctx)
+		t.log.Info("outboxredis: pending entries deleted from the stream; acknowledged", "entries", len(gone), "error", err)
+	}
+	return msgs, nil
+}
+
+// wake is when the consumer must look at its pending entries next.
+func (t *transport) wake() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w := t.nextClaim
+	for _, at := range t.due {
+		if at.Before(w) {
+			w = at
+		}
+	}
+	return w
+}
+
+// setDue makes a held entry due again at at.
+func (t *transport) setDue(id string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.due[id] = at
+}
+
+// taken removes a due entry from the ones waiting, when it is received.
+func (t *transport) taken(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.due, id)
+}
+
+// forget stops holding id: settled, or no longer this consumer's.
+func (t *transport) forget(id string) {
+	t.taken(id)
+	if k := t.keep; k != nil {
+		k.drop(id)
+	}
+}
+
+// forgetAll forgets every entry held (the group is gone).
+func (t *transport) forgetAll() {
+	t.mu.Lock()
+	clear(t.due)
+	t.mu.Unlock()
+	if t.keep != nil {
+		t.keep.dropAll()
+	}
+}
+
+// compareIDs orders stream entry ids ("<ms>-<seq>") as Redis does.
+func compareIDs(a, b string) int {
+	am, as, _ := strings.Cut(a, "-")
+	bm, bs, _ := strings.Cut(b, "-")
+	num := func(s string) uint64 { n, _ := strconv.ParseUint(s, 10, 64); return n }
+	return cmp.Or(cmp.Compare(num(am), num(bm)), cmp.Compare(num(as), num(bs)))
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxredis"
+	"github.com/gormoutbox/outbox/consume"
 )
 
 // BenchmarkConsumer measures one consumer handling a backlog with a no-op
@@ -20,10 +21,10 @@ func BenchmarkConsumer(b *testing.B) {
 // BenchmarkConsumerKeyOrder is BenchmarkConsumer for keyed entries over
 // 8 keys, published WithKeyChain and consumed WithKeyOrder.
 func BenchmarkConsumerKeyOrder(b *testing.B) {
-	benchConsumer(b, []outboxredis.Option{outboxredis.WithKeyChain()}, []outboxredis.ConsumerOption{outboxredis.WithKeyOrder()})
+	benchConsumer(b, []outboxredis.Option{outboxredis.WithKeyChain()}, []consume.Option{outboxredis.WithKeyOrder()})
 }
 
-func benchConsumer(b *testing.B, pubOpts []outboxredis.Option, conOpts []outboxredis.ConsumerOption) {
+func benchConsumer(b *testing.B, pubOpts []outboxredis.Option, conOpts []consume.Option) {
 	const n = 5000
 	rdb := newRedis(b)
 	for range b.N {
@@ -41,9 +42,9 @@ func benchConsumer(b *testing.B, pubOpts []outboxredis.Option, conOpts []outboxr
 			}
 		}
 		var handled atomic.Int64
-		h := outboxredis.HandlerFunc(func(context.Context, *outbox.Envelope) error { handled.Add(1); return nil })
-		c := outboxredis.NewConsumer(rdb, stream, "g", "c", h, append(conOpts,
-			outboxredis.WithLogger(testLogger(b)), outboxredis.WithCount(100), outboxredis.WithBlock(10*time.Millisecond))...)
+		h := consume.HandlerFunc(func(context.Context, *outbox.Envelope) error { handled.Add(1); return nil })
+		c := newConsumer(b, rdb, stream, "g", "c", h, append(conOpts,
+			consume.WithLogger(testLogger(b)), outboxredis.WithCount(100), outboxredis.WithBlock(10*time.Millisecond))...)
 		start := time.Now()
 		stop := run(b, c)
 		eventually(b, 5*time.Minute, "the backlog handled", func() bool { return handled.Load() >= n })

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxredis"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/idempotency"
 )
 
@@ -36,7 +37,7 @@ type calls struct {
 func newCalls() *calls { return &calls{byID: map[string]int{}, deliveries: map[string][]int64{}} }
 
 func (c *calls) add(ctx context.Context, e *outbox.Envelope) {
-	d, _ := outboxredis.DeliveryFrom(ctx)
+	d := entryOf(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.byID[e.ID]++
@@ -67,15 +68,17 @@ func TestConsumerHandlesEveryEventAndAcks(t *testing.T) {
 
 	seen := newCalls()
 	var wrong atomic.Value
-	h := outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
-		d, ok := outboxredis.DeliveryFrom(ctx)
-		if !ok || d.Stream != stream || d.Group != "g" || d.Consumer != "c1" || d.EntryID == "" || d.Deliveries != 1 {
+	h := consume.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
+		d, ok := consume.DeliveryFrom(ctx)
+		en := entryOf(ctx)
+		if !ok || d.System != "redis" || d.Destination != stream || d.Attempt != 1 ||
+			en.Stream != stream || en.Group != "g" || en.Consumer != "c1" || en.EntryID == "" || en.Deliveries != 1 {
 			wrong.Store(fmt.Sprintf("delivery %+v, %v", d, ok))
 		}
 		seen.add(ctx, e)
 		return nil
 	})
-	c := outboxredis.NewConsumer(rdb, stream, "g", "c1", h, consumerOpts(t, outboxredis.WithCount(4))...)
+	c := newConsumer(t, rdb, stream, "g", "c1", h, consumerOpts(t, outboxredis.WithCount(4))...)
 	stop := run(t, c)
 	eventually(t, 10*time.Second, "every event handled", func() bool { return seen.distinct() == 25 })
 	publish(t, rdb, stream, envelope("late", "order.created")) // read while running
@@ -97,8 +100,8 @@ func TestStartIDDollarSkipsExistingEntries(t *testing.T) {
 	stream := streamName(t, rdb, "con-start")
 	publish(t, rdb, stream, envelope("old", "t"))
 	seen := newCalls()
-	h := outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error { seen.add(ctx, e); return nil })
-	stop := run(t, outboxredis.NewConsumer(rdb, stream, "g", "c", h, consumerOpts(t, outboxredis.WithStartID("$"))...))
+	h := consume.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error { seen.add(ctx, e); return nil })
+	stop := run(t, newConsumer(t, rdb, stream, "g", "c", h, consumerOpts(t, outboxredis.WithStartID("$"))...))
 	eventually(t, 5*time.Second, "the group", func() bool {
 		groups, err := rdb.XInfoGroups(t.Context(), stream).Result()
 		return err == nil && len(groups) == 1
@@ -116,9 +119,9 @@ func TestFailedHandlerLeavesThePendingMessageForARetry(t *testing.T) {
 	stream := streamName(t, rdb, "con-retry")
 	seen := newCalls()
 	var pendingAtRetry atomic.Int64
-	h := outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
+	h := consume.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
 		seen.add(ctx, e)
-		d, _ := outboxredis.DeliveryFrom(ctx)
+		d := entryOf(ctx)
 		if d.Deliveries == 2 {
 			// The first failure was not acknowledged: the message is still
 			// pending, delivered twice.
@@ -133,8 +136,8 @@ func TestFailedHandlerLeavesThePendingMessageForARetry(t *testing.T) {
 		return nil
 	})
 	var dead atomic.Int32
-	c := outboxredis.NewConsumer(rdb, stream, "g", "c", h, consumerOpts(t,
-		outboxredis.WithOnDead(func(context.Context, outboxredis.DeadMessage) { dead.Add(1) }))...)
+	c := newConsumer(t, rdb, stream, "g", "c", h, consumerOpts(t,
+		consume.WithOnDead(func(context.Context, consume.DeadLetter) { dead.Add(1) }))...)
 	stop := run(t, c)
 	publish(t, rdb, stream, envelope("flaky", "t"))
 	eventually(t, 10*time.Second, "success on the third delivery", func() bool { n, _ := seen.of("flaky"); return n >= 3 })
@@ -157,7 +160,7 @@ func TestPermanentMalformedAndExhaustedMessagesAreDead(t *testing.T) {
 	stream := streamName(t, rdb, "con-dead", ":dlq")
 	dlq := stream + ":dlq"
 	seen := newCalls()
-	h := outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
+	h := consume.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
 		seen.add(ctx, e)
 		switch e.Type {
 		case "bad.payload":
@@ -169,15 +172,15 @@ func TestPermanentMalformedAndExhaustedMessagesAreDead(t *testing.T) {
 	})
 	var (
 		mu   sync.Mutex
-		dead = map[string]outboxredis.DeadMessage{}
+		dead = map[string]consume.DeadLetter{}
 	)
-	c := outboxredis.NewConsumer(rdb, stream, "g", "c", h, consumerOpts(t,
-		outboxredis.WithMaxDeliveries(3),
+	c := newConsumer(t, rdb, stream, "g", "c", h, consumerOpts(t,
+		consume.WithMaxDeliveries(3),
 		outboxredis.WithDeadLetterStream(dlq),
-		outboxredis.WithOnDead(func(_ context.Context, d outboxredis.DeadMessage) {
+		consume.WithOnDead(func(_ context.Context, d consume.DeadLetter) {
 			mu.Lock()
 			defer mu.Unlock()
-			dead[d.EntryID] = d
+			dead[d.Delivery.Details.(outboxredis.Entry).EntryID] = d
 		}))...)
 	publish(t, rdb, stream, envelope("perm", "bad.payload"), envelope("ok", "fine"), envelope("exhausted", "always.fails"))
 	noEvent := rdb.XAdd(t.Context(), &redis.XAddArgs{Stream: stream, Values: []any{"foo", "bar"}}).Val()
@@ -189,19 +192,19 @@ func TestPermanentMalformedAndExhaustedMessagesAreDead(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	byEvent := map[string]outboxredis.DeadMessage{}
+	byEvent := map[string]consume.DeadLetter{}
 	for _, d := range dead {
 		if d.Envelope != nil {
 			byEvent[d.Envelope.ID] = d
 		}
 	}
-	if d := byEvent["perm"]; !outbox.IsPermanent(d.Reason) || d.Deliveries != 1 {
+	if d := byEvent["perm"]; !outbox.IsPermanent(d.Reason) || d.Delivery.Details.(outboxredis.Entry).Deliveries != 1 {
 		t.Errorf("permanent failure: %+v", d)
 	}
 	if n, _ := seen.of("perm"); n != 1 {
 		t.Errorf("permanent failure handled %d times, want 1", n)
 	}
-	if d := byEvent["exhausted"]; !errors.Is(d.Reason, outboxredis.ErrTooManyDeliveries) {
+	if d := byEvent["exhausted"]; !errors.Is(d.Reason, consume.ErrTooManyDeliveries) {
 		t.Errorf("exhausted message: %+v", d)
 	}
 	if n, _ := seen.of("exhausted"); n != 3 {
@@ -210,10 +213,10 @@ func TestPermanentMalformedAndExhaustedMessagesAreDead(t *testing.T) {
 	if _, ok := byEvent["ok"]; ok {
 		t.Error("a handled event went dead")
 	}
-	if d := dead[noEvent]; !errors.Is(d.Reason, outboxredis.ErrMalformed) || d.Envelope != nil {
+	if d := dead[noEvent]; !errors.Is(d.Reason, consume.ErrMalformed) || d.Envelope != nil {
 		t.Errorf("entry without an event field: %+v", d)
 	}
-	if d := dead[badJSON]; !errors.Is(d.Reason, outboxredis.ErrMalformed) || !errors.Is(d.Reason, outbox.ErrInvalidEnvelope) {
+	if d := dead[badJSON]; !errors.Is(d.Reason, consume.ErrMalformed) || !errors.Is(d.Reason, outbox.ErrInvalidEnvelope) {
 		t.Errorf("entry with bad JSON: %+v", d)
 	}
 
@@ -230,57 +233,12 @@ func TestPermanentMalformedAndExhaustedMessagesAreDead(t *testing.T) {
 	}
 }
 
-func TestRunFinishesTheMessageInHand(t *testing.T) {
-	rdb := newRedis(t)
-	stream := streamName(t, rdb, "con-stop")
-	started, release := make(chan struct{}), make(chan struct{})
-	var finished atomic.Bool
-	h := outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
-		close(started)
-		<-release
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		finished.Store(true)
-		return nil
-	})
-	c := outboxredis.NewConsumer(rdb, stream, "g", "c", h, consumerOpts(t)...)
-	publish(t, rdb, stream, envelope("slow", "t"), envelope("next", "t")) // read in one batch
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	<-started
-	cancel()
-	select {
-	case err := <-done:
-		t.Fatalf("Run returned %v while its handler was running", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	close(release)
-	select {
-	case err := <-done:
-		must(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return")
-	}
-	if !finished.Load() {
-		t.Error("the handler's context ended with Run's")
-	}
-	p, err := rdb.XPendingExt(t.Context(), &redis.XPendingExtArgs{Stream: stream, Group: "g", Start: "-", End: "+", Count: 10}).Result()
-	must(t, err)
-	// The finished message is acknowledged; the next one, read in the same
-	// batch but not started, stays pending for a retry.
-	if len(p) != 1 {
-		t.Errorf("pending %+v, want only the unstarted message", p)
-	}
-}
-
 func TestConsumerRecreatesADeletedGroup(t *testing.T) {
 	rdb := newRedis(t)
 	stream := streamName(t, rdb, "con-nogroup")
 	seen := newCalls()
-	h := outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error { seen.add(ctx, e); return nil })
-	stop := run(t, outboxredis.NewConsumer(rdb, stream, "g", "c", h, consumerOpts(t)...))
+	h := consume.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error { seen.add(ctx, e); return nil })
+	stop := run(t, newConsumer(t, rdb, stream, "g", "c", h, consumerOpts(t)...))
 	publish(t, rdb, stream, envelope("one", "t"))
 	eventually(t, 5*time.Second, "the first event", func() bool { n, _ := seen.of("one"); return n == 1 })
 	must(t, rdb.Del(t.Context(), stream).Err())
@@ -289,41 +247,40 @@ func TestConsumerRecreatesADeletedGroup(t *testing.T) {
 	stop()
 }
 
-func TestConsumerValidate(t *testing.T) {
+func TestNewConsumerRefusesBadArguments(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	defer rdb.Close()
-	h := outboxredis.HandlerFunc(func(context.Context, *outbox.Envelope) error { return nil })
-	cases := map[string]*outboxredis.Consumer{
-		"nil client":     outboxredis.NewConsumer(nil, "s", "g", "c", h),
-		"empty stream":   outboxredis.NewConsumer(rdb, "", "g", "c", h),
-		"empty group":    outboxredis.NewConsumer(rdb, "s", "", "c", h),
-		"empty consumer": outboxredis.NewConsumer(rdb, "s", "g", "", h),
-		"nil handler":    outboxredis.NewConsumer(rdb, "s", "g", "c", nil),
-		"start id":       outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithStartID(">")),
-		"block":          outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithBlock(0)),
-		"count":          outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithCount(0)),
-		"min idle":       outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithMinIdle(0)),
-		"claim interval": outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithClaimInterval(-time.Second)),
-		"retry delay":    outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithRetryDelay(0)),
-		"timeout":        outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithHandlerTimeout(0)),
-		"deliveries":     outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithMaxDeliveries(0)),
-		"dead stream":    outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithDeadLetterStream("")),
-		"on dead":        outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithOnDead(nil)),
-		"logger":         outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithLogger(nil)),
-		"tracer":         outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithTracerProvider(nil)),
-		"idem store":     outboxredis.NewConsumer(rdb, "s", "g", "c", outboxredis.Idempotent(nil, "n", h)),
-		"idem name":      outboxredis.NewConsumer(rdb, "s", "g", "c", outboxredis.IdempotentTx(nil, "", nil)),
+	h := consume.HandlerFunc(func(context.Context, *outbox.Envelope) error { return nil })
+	type args struct {
+		rdb                     redis.UniversalClient
+		stream, group, consumer string
+		h                       consume.Handler
+		opts                    []consume.Option
 	}
-	for name, c := range cases {
-		if err := c.Validate(); !errors.Is(err, outboxredis.ErrInvalidOption) {
-			t.Errorf("%s: Validate = %v, want ErrInvalidOption", name, err)
-		}
-		if err := c.Run(t.Context()); !errors.Is(err, outboxredis.ErrInvalidOption) {
-			t.Errorf("%s: Run = %v, want ErrInvalidOption", name, err)
+	ok := args{rdb, "s", "g", "c", h, nil}
+	with := func(opts ...consume.Option) args { a := ok; a.opts = opts; return a }
+	cases := map[string]args{
+		"nil client":     {nil, "s", "g", "c", h, nil},
+		"empty stream":   {rdb, "", "g", "c", h, nil},
+		"empty group":    {rdb, "s", "", "c", h, nil},
+		"empty consumer": {rdb, "s", "g", "", h, nil},
+		"nil handler":    {rdb, "s", "g", "c", nil, nil},
+		"start id":       with(outboxredis.WithStartID(">")),
+		"block":          with(outboxredis.WithBlock(0)),
+		"count":          with(outboxredis.WithCount(0)),
+		"min idle":       with(outboxredis.WithMinIdle(0)),
+		"claim interval": with(outboxredis.WithClaimInterval(-time.Second)),
+		"dead stream":    with(outboxredis.WithDeadLetterStream("")),
+		"shared option":  with(consume.WithMaxDeliveries(0)),
+		"idem store":     {rdb, "s", "g", "c", consume.Idempotent(nil, "n", h), nil},
+	}
+	for name, a := range cases {
+		c, err := outboxredis.NewConsumer(a.rdb, a.stream, a.group, a.consumer, a.h, a.opts...)
+		if !errors.Is(err, consume.ErrInvalidOption) || c != nil {
+			t.Errorf("%s: NewConsumer = %v, %v; want no consumer and ErrInvalidOption", name, c, err)
 		}
 	}
-	ok := outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithStartID("$"), outboxredis.WithStartID("1700000000000-0"))
-	if err := ok.Validate(); err != nil {
+	if _, err := outboxredis.NewConsumer(rdb, "s", "g", "c", h, outboxredis.WithStartID("$"), outboxredis.WithStartID("1700000000000-0")); err != nil {
 		t.Errorf("valid options: %v", err)
 	}
 }
@@ -335,15 +292,15 @@ func TestSoftFailuresDoNotExhaustDeliveries(t *testing.T) {
 	stream := streamName(t, rdb, "con-soft")
 	var tries atomic.Int32
 	var deadCount atomic.Int32
-	h := outboxredis.HandlerFunc(func(context.Context, *outbox.Envelope) error {
+	h := consume.HandlerFunc(func(context.Context, *outbox.Envelope) error {
 		if tries.Add(1) <= 4 {
 			return fmt.Errorf("another consumer holds it: %w", idempotency.ErrInProgress)
 		}
 		return nil
 	})
-	c := outboxredis.NewConsumer(rdb, stream, "g", "c", h, consumerOpts(t,
-		outboxredis.WithMaxDeliveries(2),
-		outboxredis.WithOnDead(func(context.Context, outboxredis.DeadMessage) { deadCount.Add(1) }))...)
+	c := newConsumer(t, rdb, stream, "g", "c", h, consumerOpts(t,
+		consume.WithMaxDeliveries(2),
+		consume.WithOnDead(func(context.Context, consume.DeadLetter) { deadCount.Add(1) }))...)
 	publish(t, rdb, stream, envelope("soft", "t"))
 	stop := run(t, c)
 	eventually(t, 20*time.Second, "the message handled", func() bool { return tries.Load() >= 5 && pendingCount(t, rdb, stream, "g") == 0 })

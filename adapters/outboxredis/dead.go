@@ -6,13 +6,17 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/consume"
 )
 
-// Fields added to a message appended to the dead-letter stream.
+// Fields added to a message appended to the dead-letter stream
+// (WithDeadLetterStream).
 const (
 	FieldDeadReason     = "dead_reason"
 	FieldDeadStream     = "dead_stream"
@@ -21,58 +25,108 @@ const (
 	FieldDeadDeliveries = "dead_deliveries"
 )
 
-// DeadMessage is a message that will not be handled again: malformed,
-// failed with outbox.Permanent, or handled too often (WithMaxDeliveries).
-type DeadMessage struct {
-	Stream  string
-	Group   string
-	EntryID string
-	// Values are the entry's fields as read.
-	Values map[string]any
-	// Envelope is the decoded event, or nil for a malformed entry.
-	Envelope *outbox.Envelope
-	// Deliveries is the entry's delivery count when it went dead.
-	Deliveries int64
-	// Reason wraps the handler's error, ErrMalformed or ErrTooManyDeliveries.
-	Reason error
+// deadLetter appends m to the dead-letter stream: its fields, then the
+// dead ones.
+func (t *transport) deadLetter(ctx context.Context, m *message, reason error) error {
+	values := make([]any, 0, 2*len(m.values)+10)
+	for _, k := range slices.Sorted(maps.Keys(m.values)) {
+		values = append(values, k, m.values[k])
+	}
+	values = append(values, FieldDeadReason, reason.Error(), FieldDeadStream, t.stream, FieldDeadEntryID, m.id,
+		FieldDeadGroup, t.group, FieldDeadDeliveries, strconv.FormatInt(m.deliveries, 10))
+	if err := t.rdb.XAdd(ctx, &redis.XAddArgs{Stream: t.cfg.deadStream, Values: values}).Err(); err != nil {
+		return fmt.Errorf("outboxredis: XADD %s (dead letter of %s): %w", t.cfg.deadStream, m.id, err)
+	}
+	return nil
 }
 
-// dead logs the message at error level, appends it to the dead-letter
-// stream (if any), acknowledges it and calls the OnDead callback. If the
-// append or the acknowledgement fails, the message stays pending and goes
-// dead again on a later delivery.
-func (c *Consumer) dead(ctx context.Context, m redis.XMessage, env *outbox.Envelope, deliveries int64, reason error) {
-	attrs := []any{"entry_id", m.ID, "deliveries", deliveries, "reason", reason}
-	if env != nil {
-		attrs = append(attrs, "event_id", env.ID, "event_type", env.Type)
+// DeadLetters reads a dead-letter stream that consumers WithDeadLetterStream
+// append to, and replays its messages: a consume.DeadLetterReader and
+// consume.DeadLetterReplayer, for the admin page and the CLI.
+type DeadLetters struct {
+	rdb    redis.UniversalClient
+	stream string
+}
+
+var (
+	_ consume.DeadLetterReader   = (*DeadLetters)(nil)
+	_ consume.DeadLetterReplayer = (*DeadLetters)(nil)
+)
+
+// NewDeadLetters returns the reader of the dead-letter stream deadStream.
+func NewDeadLetters(rdb redis.UniversalClient, deadStream string) *DeadLetters {
+	return &DeadLetters{rdb: rdb, stream: deadStream}
+}
+
+// DeadLetters returns up to limit (at least 1) dead messages after the
+// entry id cursor, oldest first (XRANGE), and the cursor of the next page.
+// A DeadMessage's ID is its entry id in the dead-letter stream; DeadAt is
+// that id's time.
+func (d *DeadLetters) DeadLetters(ctx context.Context, cursor string, limit int) ([]consume.DeadMessage, string, error) {
+	start := "-"
+	if cursor != "" {
+		start = "(" + cursor
 	}
-	c.log.Error("outboxredis: message dead; acknowledged without success", attrs...)
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
-	defer cancel()
-	if c.cfg.deadStream != "" {
-		values := make([]any, 0, 2*len(m.Values)+10)
-		for _, k := range slices.Sorted(maps.Keys(m.Values)) {
-			values = append(values, k, m.Values[k])
+	limit = max(limit, 1)
+	got, err := d.rdb.XRangeN(ctx, d.stream, start, "+", int64(limit)+1).Result()
+	if err != nil {
+		return nil, "", fmt.Errorf("outboxredis: XRANGE %s: %w", d.stream, err)
+	}
+	next := ""
+	if len(got) > limit {
+		got, next = got[:limit], got[limit-1].ID
+	}
+	page := make([]consume.DeadMessage, len(got))
+	for i, m := range got {
+		page[i] = deadMessage(m)
+	}
+	return page, next, nil
+}
+
+// deadMessage reads a dead-letter entry.
+func deadMessage(m redis.XMessage) consume.DeadMessage {
+	str := func(k string) string { s, _ := m.Values[k].(string); return s }
+	dm := consume.DeadMessage{ID: m.ID, Source: str(FieldDeadStream) + " (group " + str(FieldDeadGroup) + ")", Reason: str(FieldDeadReason)}
+	dm.Deliveries, _ = strconv.Atoi(str(FieldDeadDeliveries))
+	if ms, err := strconv.ParseInt(strings.SplitN(m.ID, "-", 2)[0], 10, 64); err == nil {
+		dm.DeadAt = time.UnixMilli(ms).UTC()
+	}
+	if env, err := outbox.DecodeEnvelope([]byte(str(FieldEvent))); err == nil {
+		dm.Envelope = env
+	}
+	return dm
+}
+
+// ReplayDead appends each dead message of ids back to the stream it was
+// consumed from (its fields without the dead ones: a new entry, delivered
+// to every group of that stream), then deletes it from the dead-letter
+// stream (XDEL). It returns how many it replayed; ids no longer there are
+// skipped. A replayed event of a key chain names its old predecessor,
+// which is done: it runs at once, after its key's later events.
+func (d *DeadLetters) ReplayDead(ctx context.Context, ids ...string) (int, error) {
+	n := 0
+	for _, id := range ids {
+		got, err := d.rdb.XRange(ctx, d.stream, id, id).Result()
+		if err != nil {
+			return n, fmt.Errorf("outboxredis: XRANGE %s %s: %w", d.stream, id, err)
 		}
-		values = append(values,
-			FieldDeadReason, reason.Error(),
-			FieldDeadStream, c.stream,
-			FieldDeadEntryID, m.ID,
-			FieldDeadGroup, c.group,
-			FieldDeadDeliveries, strconv.FormatInt(deliveries, 10))
-		if err := c.rdb.XAdd(actx, &redis.XAddArgs{Stream: c.cfg.deadStream, Values: values}).Err(); err != nil {
-			c.log.Error("outboxredis: dead-letter append failed; the message stays pending",
-				append(attrs, "dead_letter_stream", c.cfg.deadStream, "error", fmt.Errorf("XADD %s: %w", c.cfg.deadStream, err))...)
-			return
+		if len(got) == 0 {
+			continue
 		}
+		source, _ := got[0].Values[FieldDeadStream].(string)
+		values := make([]any, 0, 2*len(got[0].Values))
+		for _, k := range slices.Sorted(maps.Keys(got[0].Values)) {
+			if !strings.HasPrefix(k, "dead_") {
+				values = append(values, k, got[0].Values[k])
+			}
+		}
+		if err := d.rdb.XAdd(ctx, &redis.XAddArgs{Stream: source, Values: values}).Err(); err != nil {
+			return n, fmt.Errorf("outboxredis: replaying %s of %s to %s: %w", id, d.stream, source, err)
+		}
+		if err := d.rdb.XDel(ctx, d.stream, id).Err(); err != nil {
+			return n, fmt.Errorf("outboxredis: XDEL %s %s after its replay: %w", d.stream, id, err)
+		}
+		n++
 	}
-	if !c.ack(ctx, m.ID, attrs) {
-		return
-	}
-	if c.cfg.onDead != nil {
-		c.cfg.onDead(actx, DeadMessage{
-			Stream: c.stream, Group: c.group, EntryID: m.ID, Values: m.Values,
-			Envelope: env, Deliveries: deliveries, Reason: reason,
-		})
-	}
+	return n, nil
 }

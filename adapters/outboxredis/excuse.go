@@ -2,25 +2,24 @@ package outboxredis
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Excused deliveries.
 //
 // Redis counts every delivery of an entry to a group (XREADGROUP, XCLAIM,
 // XAUTOCLAIM without JUSTID), including deliveries that never reached the
-// handler (the rest of a batch when a handler reported its transport
-// unavailable, or Run's context ended) and deliveries whose handler could
-// not run for reasons that say nothing about the message (outbox.
-// Unavailable, idempotency.ErrInProgress). Those are "excused": the
-// consumer counts them, per entry, in a hash of the group kept in Redis
-// (so that a restarted consumer, or another one that claims the entry,
-// sees them too), and subtracts them from Redis's count before comparing
-// it with WithMaxDeliveries. A delivery cut short by a crash is not
-// excused: it counts.
+// handler (the rest of a batch when a handler reported its dependency
+// unavailable, Run's context ended, or the entry waited for its key's
+// predecessor) and runs that the consumer does not count (outbox.
+// Unavailable, outbox.Snooze, idempotency.ErrInProgress: Retry with
+// counted false). Those are "excused": the consumer counts them, per
+// entry, in a hash of the group kept in Redis (so that a restarted
+// consumer, or another one that adopts the entry, sees them too), and
+// subtracts them from Redis's count for consume.Delivery.Attempt. A
+// delivery cut short by a crash is not excused: it counts.
 
 // ExcusedTTL is how long the hash of excused deliveries of a group lives
 // after it was last written. Entries are removed from it when their
@@ -46,34 +45,19 @@ func slotKey(stream, suffix string) string {
 
 // ExcusedKey returns the key of the hash in which consumers of group
 // count, per pending entry id of stream, the deliveries that do not count
-// towards WithMaxDeliveries.
+// towards consume.WithMaxDeliveries.
 func ExcusedKey(stream, group string) string {
 	return slotKey(stream, ":outboxredis:excused:"+group)
 }
 
-// excuse records one excused delivery of each id. A failure is logged:
-// those deliveries then count.
-func (c *Consumer) excuse(ctx context.Context, ids ...string) {
-	if len(ids) == 0 {
-		return
+// excuse records one excused delivery of id. A failure is returned (the
+// delivery then counts).
+func (t *transport) excuse(ctx context.Context, id string) error {
+	pipe := t.rdb.Pipeline()
+	pipe.HIncrBy(ctx, t.excusedKey, id, 1)
+	pipe.PExpire(ctx, t.excusedKey, ExcusedTTL)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("outboxredis: recording a delivery of %s that does not count: %w", id, err)
 	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
-	defer cancel()
-	pipe := c.rdb.Pipeline()
-	for _, id := range ids {
-		pipe.HIncrBy(actx, c.excusedKey, id, 1)
-	}
-	pipe.PExpire(actx, c.excusedKey, ExcusedTTL)
-	if _, err := pipe.Exec(actx); err != nil {
-		c.log.Warn("outboxredis: cannot record deliveries that do not count; they will", "entries", len(ids), "error", err)
-	}
-}
-
-// ids returns the entry ids of msgs.
-func ids(msgs []redis.XMessage) []string {
-	out := make([]string, len(msgs))
-	for i, m := range msgs {
-		out[i] = m.ID
-	}
-	return out
+	return nil
 }

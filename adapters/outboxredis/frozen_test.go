@@ -14,11 +14,13 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxredis"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/internal/testenv"
 )
 
 // logWatch is a slog.Handler that closes a channel once a record whose
-// message contains want is logged.
+// message or an attribute (such as the error of a message that could not
+// be settled) contains want is logged.
 type logWatch struct {
 	want string
 	seen chan struct{}
@@ -33,7 +35,12 @@ func (w logWatch) Enabled(context.Context, slog.Level) bool { return true }
 func (w logWatch) WithAttrs([]slog.Attr) slog.Handler       { return w }
 func (w logWatch) WithGroup(string) slog.Handler            { return w }
 func (w logWatch) Handle(_ context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, w.want) {
+	found := strings.Contains(r.Message, w.want)
+	r.Attrs(func(a slog.Attr) bool {
+		found = found || strings.Contains(a.Value.String(), w.want)
+		return !found
+	})
+	if found {
 		w.once.Do(func() { close(w.seen) })
 	}
 	return nil
@@ -75,16 +82,16 @@ func TestFrozenConsumerLeavesAdoptedEntries(t *testing.T) {
 		e.PartitionKey = "k"
 		must(t, pub.Publish(t.Context(), e))
 	}
-	copts := []outboxredis.ConsumerOption{outboxredis.WithKeyOrder(), outboxredis.WithMinIdle(2 * time.Second)}
+	copts := []consume.Option{outboxredis.WithKeyOrder(), outboxredis.WithMinIdle(2 * time.Second)}
 	proxy := testenv.NewProxy(t, testenv.RedisAddr(t))
-	watch := newLogWatch("another consumer adopted the message while its handler ran here")
+	watch := newLogWatch("was adopted by another consumer while its handler ran here")
 	runs := &handlerRuns{runs: map[string][]string{}}
 	frozen, adopted := make(chan struct{}), make(chan struct{})
 	var frozenOnce, adoptedOnce sync.Once
 
 	// a: reads the three entries; its first run freezes it until b runs
 	// that entry.
-	a := outboxredis.HandlerFunc(func(_ context.Context, e *outbox.Envelope) error {
+	a := consume.HandlerFunc(func(_ context.Context, e *outbox.Envelope) error {
 		runs.add("a", e.ID)
 		if e.ID == ids[0] {
 			proxy.Stall()
@@ -100,7 +107,7 @@ func TestFrozenConsumerLeavesAdoptedEntries(t *testing.T) {
 	})
 	// b: adopts them; while it runs the first, the thawed a must not
 	// acknowledge it.
-	b := outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
+	b := consume.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
 		runs.add("b", e.ID)
 		if e.ID != ids[0] {
 			return nil
@@ -111,21 +118,21 @@ func TestFrozenConsumerLeavesAdoptedEntries(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Error("the thawed consumer did not report, within 20s, the entry it ran as adopted by the other")
 		}
-		d, _ := outboxredis.DeliveryFrom(ctx)
+		d := entryOf(ctx)
 		p, err := rdb.XPendingExt(t.Context(), &redis.XPendingExtArgs{Stream: stream, Group: "g", Start: d.EntryID, End: d.EntryID, Count: 1}).Result()
 		if err != nil || len(p) != 1 || p[0].Consumer != "b" {
 			t.Errorf("while b runs %s, its pending entry is %+v (err %v); want it pending, b's: the thawed consumer acknowledged it", e.ID, p, err)
 		}
 		return nil
 	})
-	run(t, outboxredis.NewConsumer(newRedisAt(t, proxy.Addr()), stream, "g", "a", a,
-		consumerOpts(t, append(copts, outboxredis.WithLogger(slog.New(watch)))...)...))
+	run(t, newConsumer(t, newRedisAt(t, proxy.Addr()), stream, "g", "a", a,
+		consumerOpts(t, append(copts, consume.WithLogger(slog.New(watch)))...)...))
 	select {
 	case <-frozen:
 	case <-time.After(30 * time.Second):
 		t.Fatal("consumer a did not run the first entry within 30s")
 	}
-	run(t, outboxredis.NewConsumer(rdb, stream, "g", "b", b, consumerOpts(t, copts...)...))
+	run(t, newConsumer(t, rdb, stream, "g", "b", b, consumerOpts(t, copts...)...))
 	eventually(t, 60*time.Second, "every entry handled and acknowledged", func() bool {
 		return len(runs.of("b")) >= len(ids) && settled(t, rdb, stream, "g")
 	})

@@ -2,6 +2,7 @@ package outboxredis_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxredis"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
@@ -66,20 +68,37 @@ func streamName(t testing.TB, rdb *redis.Client, prefix string, suffixes ...stri
 	return name
 }
 
-// consumerOpts are fast settings for tests.
-func consumerOpts(t testing.TB, more ...outboxredis.ConsumerOption) []outboxredis.ConsumerOption {
-	return append([]outboxredis.ConsumerOption{
-		outboxredis.WithLogger(testLogger(t)),
+// consumerOpts are fast settings for tests: a retry delay of 50ms that
+// does not grow.
+func consumerOpts(t testing.TB, more ...consume.Option) []consume.Option {
+	return append([]consume.Option{
+		consume.WithLogger(testLogger(t)),
 		outboxredis.WithBlock(50 * time.Millisecond),
 		outboxredis.WithMinIdle(400 * time.Millisecond),
-		outboxredis.WithRetryDelay(50 * time.Millisecond),
+		consume.WithRetryDelay(50 * time.Millisecond),
+		consume.WithMaxRetryDelay(50 * time.Millisecond),
 		outboxredis.WithClaimInterval(25 * time.Millisecond),
 	}, more...)
 }
 
+// newConsumer is outboxredis.NewConsumer, failing t on an error.
+func newConsumer(t testing.TB, rdb redis.UniversalClient, stream, group, name string, h consume.Handler, opts ...consume.Option) *consume.Consumer {
+	t.Helper()
+	c, err := outboxredis.NewConsumer(rdb, stream, group, name, h, opts...)
+	must(t, err)
+	return c
+}
+
+// entryOf returns the stream entry of the handler's delivery.
+func entryOf(ctx context.Context) outboxredis.Entry {
+	d, _ := consume.DeliveryFrom(ctx)
+	e, _ := d.Details.(outboxredis.Entry)
+	return e
+}
+
 // run starts c.Run and returns a function that stops it and checks that
 // Run returned nil. It is stopped when t ends at the latest.
-func run(t testing.TB, c *outboxredis.Consumer) (stop func()) {
+func run(t testing.TB, c *consume.Consumer) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -168,4 +187,22 @@ func startRelay(t testing.TB, r *relay.Relay) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// emitN writes n events of topic in transactions of up to 500.
+func emitN(t testing.TB, db *gorm.DB, n int, topic string) {
+	t.Helper()
+	testenv.Emit(t, db, n, func(i int) outbox.Event {
+		return outbox.Event{
+			ID: fmt.Sprintf("ev-%06d", i), Type: "order.created", Topic: topic,
+			AggregateType: "order", AggregateID: fmt.Sprint(i), Payload: map[string]int{"i": i},
+		}
+	})
+}
+
+func countStatus(t testing.TB, db *gorm.DB, s outbox.Status) int64 {
+	t.Helper()
+	var n int64
+	must(t, db.Model(&outbox.OutboxEvent{}).Where("status = ?", string(s)).Count(&n).Error)
+	return n
 }

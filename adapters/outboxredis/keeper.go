@@ -8,9 +8,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// keeper keeps the entries this consumer holds (those of a read batch
-// waiting behind the one being handled, and that one while its handler
-// runs) its own. Every third of the min idle time it resets their idle
+// keeper keeps the entries this consumer holds (those of a batch waiting
+// behind the ones being handled, those running, and those handed back
+// until they are due again) its own. Every third of the min idle time it resets their idle
 // time, for each entry only if it is still this consumer's (ownScript), so
 // that another consumer's XAUTOCLAIM, which takes entries idle for the
 // min idle time, does not adopt them while this one holds them. Before an
@@ -19,7 +19,7 @@ import (
 // reach, for longer than half the min idle time): such an entry is checked
 // in Redis, and left alone if another consumer owns it now.
 type keeper struct {
-	c *Consumer
+	t *transport
 
 	mu   sync.Mutex
 	held map[string]time.Time // entry id → when its idle time was last reset (before the command)
@@ -56,18 +56,18 @@ redis.call('HDEL', KEYS[2], ARGV[3])
 return 1
 `)
 
-// newKeeper starts keeping c's held entries until close.
-func newKeeper(c *Consumer) *keeper {
-	k := &keeper{c: c, held: map[string]time.Time{}, lost: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+// newKeeper starts keeping t's held entries until close.
+func newKeeper(t *transport) *keeper {
+	k := &keeper{t: t, held: map[string]time.Time{}, lost: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(k.done)
-		t := time.NewTicker(max(c.cfg.minIdle/3, time.Millisecond))
-		defer t.Stop()
+		tick := time.NewTicker(max(t.cfg.minIdle/3, time.Millisecond))
+		defer tick.Stop()
 		for {
 			select {
 			case <-k.stop:
 				return
-			case <-t.C:
+			case <-tick.C:
 				k.refresh()
 			}
 		}
@@ -81,14 +81,15 @@ func (k *keeper) close() {
 	<-k.done
 }
 
-// hold keeps ids, whose idle time was reset (delivered or claimed to this
+// hold keeps id, whose idle time was reset (delivered or claimed to this
 // consumer) at the earliest at since.
-func (k *keeper) hold(since time.Time, ids ...string) {
+func (k *keeper) hold(since time.Time, id string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for _, id := range ids {
+	if at, held := k.held[id]; !held || since.After(at) {
 		k.held[id] = since
 	}
+	delete(k.lost, id)
 }
 
 // drop stops keeping id.
@@ -97,6 +98,14 @@ func (k *keeper) drop(id string) {
 	defer k.mu.Unlock()
 	delete(k.held, id)
 	delete(k.lost, id)
+}
+
+// dropAll stops keeping every entry.
+func (k *keeper) dropAll() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	clear(k.held)
+	clear(k.lost)
 }
 
 // refresh resets the idle time of the held entries this consumer still
@@ -113,7 +122,7 @@ func (k *keeper) refresh() {
 	if len(ids) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), max(k.c.cfg.minIdle/3, opTimeout))
+	ctx, cancel := context.WithTimeout(context.Background(), max(k.t.cfg.minIdle/3, 5*time.Second))
 	defer cancel()
 	k.own(ctx, ids)
 }
@@ -121,16 +130,16 @@ func (k *keeper) refresh() {
 // own runs ownScript for ids and records the result; it reports whether
 // Redis answered.
 func (k *keeper) own(ctx context.Context, ids []string) bool {
-	c := k.c
+	t := k.t
 	at := time.Now()
 	argv := make([]any, 0, 2+len(ids))
-	argv = append(argv, c.group, c.name)
+	argv = append(argv, t.group, t.name)
 	for _, id := range ids {
 		argv = append(argv, id)
 	}
-	got, err := ownScript.Run(ctx, c.rdb, []string{c.stream}, argv...).StringSlice()
+	got, err := ownScript.Run(ctx, t.rdb, []string{t.stream}, argv...).StringSlice()
 	if err != nil {
-		c.log.Warn("outboxredis: cannot keep the entries this consumer holds its own; they may be adopted by another consumer",
+		t.log.Warn("outboxredis: cannot keep the entries this consumer holds its own; they may be adopted by another consumer",
 			"entries", len(ids), "error", err)
 		return false
 	}
@@ -165,7 +174,7 @@ func (k *keeper) mine(ctx context.Context, id string) bool {
 	switch {
 	case lost:
 		return false
-	case !held || time.Since(at) < k.c.cfg.minIdle/2:
+	case !held || time.Since(at) < k.t.cfg.minIdle/2:
 		return true
 	}
 	if !k.own(ctx, []string{id}) {
@@ -182,5 +191,5 @@ func (k *keeper) fresh(id string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	at, held := k.held[id]
-	return held && !k.lost[id] && time.Since(at) < k.c.cfg.minIdle/2
+	return held && !k.lost[id] && time.Since(at) < k.t.cfg.minIdle/2
 }

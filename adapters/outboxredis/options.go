@@ -24,45 +24,10 @@ const (
 	FieldType = "type"
 )
 
-// Option configures a StreamPublisher.
-type Option interface {
-	applyPublisher(*pubConfig)
-}
-
-// ConsumerOption configures a Consumer.
-type ConsumerOption interface {
-	applyConsumer(*consumerConfig)
-}
-
-// SharedOption configures both a publisher and a Consumer.
-type SharedOption interface {
-	Option
-	ConsumerOption
-}
-
-// common holds the settings of SharedOption and the configuration errors
-// of both sides.
-type common struct {
-	logger *slog.Logger
-	optionerr.Errors
-}
-
-func newCommon() common {
-	return common{logger: slog.Default(), Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
-}
-
-type pubOption func(*pubConfig)
-
-func (f pubOption) applyPublisher(c *pubConfig) { f(c) }
-
-type consumerOption func(*consumerConfig)
-
-func (f consumerOption) applyConsumer(c *consumerConfig) { f(c) }
-
-type sharedOption func(*common)
-
-func (f sharedOption) applyPublisher(c *pubConfig)     { f(&c.common) }
-func (f sharedOption) applyConsumer(c *consumerConfig) { f(&c.common) }
+// Option configures a StreamPublisher. A bad value is reported by
+// Validate (and so by relay.New). A Consumer's options are consume.Options
+// (see NewConsumer).
+type Option func(*pubConfig)
 
 type pubConfig struct {
 	source        string
@@ -74,49 +39,50 @@ type pubConfig struct {
 	keyChain      bool
 	waitReplicas  int           // WithWaitReplicas: 0 for none
 	waitTimeout   time.Duration // WithWaitReplicas
-	common
+	logger        *slog.Logger
+	optionerr.Errors
 }
 
 // WithSource sets the CloudEvents source of the events published, when
 // the envelope has none (default outbox.DefaultSource). It must not be
 // empty.
 func WithSource(source string) Option {
-	return pubOption(func(c *pubConfig) {
+	return func(c *pubConfig) {
 		if source == "" {
 			c.Fail("empty source")
 		}
 		c.source = source
-	})
+	}
 }
 
 // WithDefaultStream sets the stream of events with no Topic (default
 // DefaultStream, "outbox"). It must not be empty. WithStreamPrefix
 // applies to it too.
 func WithDefaultStream(name string) Option {
-	return pubOption(func(c *pubConfig) {
+	return func(c *pubConfig) {
 		if name == "" {
 			c.Fail("empty default stream")
 		}
 		c.defaultStream = name
-	})
+	}
 }
 
 // WithStreamPrefix puts prefix before every stream name, such as "app:"
 // to make "app:orders" of the topic "orders". The default is none.
 func WithStreamPrefix(prefix string) Option {
-	return pubOption(func(c *pubConfig) { c.prefix = prefix })
+	return func(c *pubConfig) { c.prefix = prefix }
 }
 
 // WithStreamFunc chooses the stream of each event with fn instead of its
 // Topic. An empty result means the default stream. The prefix of
 // WithStreamPrefix is added to fn's result.
 func WithStreamFunc(fn func(e *outbox.Envelope) string) Option {
-	return pubOption(func(c *pubConfig) {
+	return func(c *pubConfig) {
 		if fn == nil {
 			c.Fail("nil stream function")
 		}
 		c.streamFunc = fn
-	})
+	}
 }
 
 // WithMaxLen trims every stream written to about n entries (XADD MAXLEN ~ n):
@@ -125,12 +91,12 @@ func WithStreamFunc(fn func(e *outbox.Envelope) string) Option {
 // everything. Keep n well above the consumers' backlog: an entry trimmed
 // before a consumer group read it is never delivered to that group.
 func WithMaxLen(n int64) Option {
-	return pubOption(func(c *pubConfig) {
+	return func(c *pubConfig) {
 		if n < 0 {
 			c.Fail("max length %d is negative", n)
 		}
 		c.maxLen = n
-	})
+	}
 }
 
 // WithIdempotentProducer asks Redis to drop duplicate appends of one event
@@ -143,23 +109,23 @@ func WithMaxLen(n int64) Option {
 // producerID names this producer to Redis and must not be empty; use the
 // same one in every relay process of an application.
 func WithIdempotentProducer(producerID string) Option {
-	return pubOption(func(c *pubConfig) {
+	return func(c *pubConfig) {
 		if producerID == "" {
 			c.Fail("empty idempotent producer id")
 		}
 		c.producerID = producerID
-	})
+	}
 }
 
-// WithLogger sets the logger (default slog.Default()).
-// It is a SharedOption: the same option configures a Consumer.
-func WithLogger(l *slog.Logger) SharedOption {
-	return sharedOption(func(c *common) {
+// WithLogger sets the publisher's logger (default slog.Default()). A
+// Consumer's is consume.WithLogger.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *pubConfig) {
 		if l == nil {
 			c.Fail("nil logger")
 		}
 		c.logger = l
-	})
+	}
 }
 
 // WithKeyChain makes every event with a PartitionKey name, in its entry's
@@ -173,7 +139,7 @@ func WithLogger(l *slog.Logger) SharedOption {
 // appended as usual. Chained appends do not use IDMP
 // (WithIdempotentProducer): consumers dedupe by event id.
 func WithKeyChain() Option {
-	return pubOption(func(c *pubConfig) { c.keyChain = true })
+	return func(c *pubConfig) { c.keyChain = true }
 }
 
 // WithWaitReplicas makes the publisher report an event published only once
@@ -193,10 +159,10 @@ func WithKeyChain() Option {
 // timeout and publishes nothing. It costs a round trip per master and
 // batch, and the replicas' delay.
 func WithWaitReplicas(n int, timeout time.Duration) Option {
-	return pubOption(func(c *pubConfig) {
+	return func(c *pubConfig) {
 		if n < 1 || timeout <= 0 || timeout > 10*time.Second {
 			c.Fail("wait for %d replicas within %v: want at least 1 replica and a timeout up to 10s", n, timeout)
 		}
 		c.waitReplicas, c.waitTimeout = n, timeout
-	})
+	}
 }

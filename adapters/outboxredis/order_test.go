@@ -14,6 +14,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxredis"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -116,8 +117,8 @@ func keyedEvents(keys, perKey, poisonEvery int) (func(i int) outbox.Event, map[s
 // orderedHandler sleeps a random while, fails permanently the poisoned
 // events and transiently a fifth of the first attempts, and records its
 // effects in log.
-func orderedHandler(log *keyLog) outboxredis.Handler {
-	return outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
+func orderedHandler(log *keyLog) consume.Handler {
+	return consume.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
 		var p keyedPayload
 		if err := e.Unmarshal(&p); err != nil {
 			return outbox.Permanent(err)
@@ -128,7 +129,7 @@ func orderedHandler(log *keyLog) outboxredis.Handler {
 		if p.Poison {
 			return outbox.Permanent(errors.New("poisoned"))
 		}
-		if d, _ := outboxredis.DeliveryFrom(ctx); d.Attempt == 1 && rand.IntN(5) == 0 {
+		if d, _ := consume.DeliveryFrom(ctx); d.Attempt == 1 && rand.IntN(5) == 0 {
 			return errors.New("transient failure")
 		}
 		log.effect(p.Key, p.I, e.ID)
@@ -152,8 +153,8 @@ func TestKeyOrderAcrossConsumers(t *testing.T) {
 	log := newKeyLog()
 	var dead deadRecorder
 	for i := range 3 {
-		c := outboxredis.NewConsumer(rdb, stream, "g", fmt.Sprintf("c%d", i), orderedHandler(log), consumerOpts(t,
-			outboxredis.WithKeyOrder(), outboxredis.WithMaxDeliveries(3), outboxredis.WithRetryDelay(20*time.Millisecond),
+		c := newConsumer(t, rdb, stream, "g", fmt.Sprintf("c%d", i), orderedHandler(log), consumerOpts(t,
+			outboxredis.WithKeyOrder(), consume.WithMaxDeliveries(3), consume.WithRetryDelay(20*time.Millisecond),
 			outboxredis.WithMinIdle(5*time.Second), dead.option())...)
 		run(t, c)
 	}

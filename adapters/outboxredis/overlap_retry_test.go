@@ -11,6 +11,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxredis"
+	"github.com/gormoutbox/outbox/consume"
 )
 
 // failFirst fails the first delivery of every entry at once, so that each
@@ -19,7 +20,7 @@ import (
 type failFirst struct{ h *overlaps }
 
 func (f failFirst) Handle(ctx context.Context, e *outbox.Envelope) error {
-	if d, _ := outboxredis.DeliveryFrom(ctx); d.Deliveries == 1 {
+	if entryOf(ctx).Deliveries == 1 {
 		return errors.New("first delivery fails")
 	}
 	return f.h.Handle(ctx, e)
@@ -39,11 +40,11 @@ func TestConsumersNeverHandleARetriedEntryTwiceAtOnce(t *testing.T) {
 		name   string
 		keyed  bool
 		adopt  bool // the entries are first read by a consumer that dies
-		handle func(h *overlaps) outboxredis.Handler
+		handle func(h *overlaps) consume.Handler
 	}{
-		{name: "retried", handle: func(h *overlaps) outboxredis.Handler { return failFirst{h} }},
-		{name: "retried/keyed", keyed: true, handle: func(h *overlaps) outboxredis.Handler { return failFirst{h} }},
-		{name: "adopted", adopt: true, handle: func(h *overlaps) outboxredis.Handler { return h }},
+		{name: "retried", handle: func(h *overlaps) consume.Handler { return failFirst{h} }},
+		{name: "retried/keyed", keyed: true, handle: func(h *overlaps) consume.Handler { return failFirst{h} }},
+		{name: "adopted", adopt: true, handle: func(h *overlaps) consume.Handler { return h }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -51,8 +52,8 @@ func TestConsumersNeverHandleARetriedEntryTwiceAtOnce(t *testing.T) {
 			rdb := newRedis(t)
 			stream := streamName(t, rdb, "overlap-retry")
 			popts := []outboxredis.Option{outboxredis.WithDefaultStream(stream)}
-			copts := []outboxredis.ConsumerOption{outboxredis.WithCount(entries), outboxredis.WithMinIdle(2 * time.Second),
-				outboxredis.WithMaxDeliveries(5)}
+			copts := []consume.Option{outboxredis.WithCount(entries), outboxredis.WithMinIdle(2 * time.Second),
+				consume.WithMaxDeliveries(5)}
 			if c.keyed {
 				popts = append(popts, outboxredis.WithKeyChain())
 				copts = append(copts, outboxredis.WithKeyOrder())
@@ -75,7 +76,7 @@ func TestConsumersNeverHandleARetriedEntryTwiceAtOnce(t *testing.T) {
 			}
 			h := newOverlaps(600 * time.Millisecond)
 			for i := range 2 {
-				run(t, outboxredis.NewConsumer(rdb, stream, "g", fmt.Sprintf("c%d", i), c.handle(h), consumerOpts(t, copts...)...))
+				run(t, newConsumer(t, rdb, stream, "g", fmt.Sprintf("c%d", i), c.handle(h), consumerOpts(t, copts...)...))
 			}
 			eventually(t, 60*time.Second, "every entry handled and acknowledged", func() bool {
 				return h.handled() == entries && settled(t, rdb, stream, "g")

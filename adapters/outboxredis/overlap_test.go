@@ -9,6 +9,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxredis"
+	"github.com/gormoutbox/outbox/consume"
 )
 
 // overlaps is a handler that runs for a while and notes every event
@@ -106,13 +107,13 @@ func TestConsumersNeverHandleAnEntryTwiceAtOnce(t *testing.T) {
 			rdb := newRedis(t)
 			stream := streamName(t, rdb, "overlap")
 			popts := []outboxredis.Option{outboxredis.WithDefaultStream(stream)}
-			copts := []outboxredis.ConsumerOption{outboxredis.WithCount(c.count), outboxredis.WithMinIdle(2 * time.Second)}
+			copts := []consume.Option{outboxredis.WithCount(c.count), outboxredis.WithMinIdle(2 * time.Second)}
 			if c.keyed {
 				popts = append(popts, outboxredis.WithKeyChain())
 				copts = append(copts, outboxredis.WithKeyOrder())
 			}
 			if c.timeout > 0 {
-				copts = append(copts, outboxredis.WithHandlerTimeout(c.timeout))
+				copts = append(copts, consume.WithHandlerTimeout(c.timeout))
 			}
 			pub := outboxredis.NewStreamPublisher(rdb, popts...)
 			for i := range c.entries {
@@ -124,7 +125,7 @@ func TestConsumersNeverHandleAnEntryTwiceAtOnce(t *testing.T) {
 			}
 			h := newOverlaps(c.hold)
 			for i := range 2 {
-				run(t, outboxredis.NewConsumer(rdb, stream, "g", fmt.Sprintf("c%d", i), h, consumerOpts(t, copts...)...))
+				run(t, newConsumer(t, rdb, stream, "g", fmt.Sprintf("c%d", i), h, consumerOpts(t, copts...)...))
 			}
 			eventually(t, 60*time.Second, "every entry handled and acknowledged", func() bool {
 				return h.handled() == c.entries && settled(t, rdb, stream, "g")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/internal/adapterkit/redisdown"
+	"github.com/gormoutbox/outbox/internal/optionerr"
 	"github.com/gormoutbox/outbox/relay"
 )
 
@@ -33,13 +34,14 @@ var (
 // default stream, after the prefix of WithStreamPrefix. A bad option is
 // reported by Validate, which relay.New calls.
 func NewStreamPublisher(rdb redis.UniversalClient, opts ...Option) *StreamPublisher {
-	cfg := pubConfig{source: outbox.DefaultSource, defaultStream: DefaultStream, common: newCommon()}
+	cfg := pubConfig{source: outbox.DefaultSource, defaultStream: DefaultStream, logger: slog.Default(),
+		Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
 	for _, o := range opts {
 		if o == nil {
 			cfg.Fail("nil option")
 			continue
 		}
-		o.applyPublisher(&cfg)
+		o(&cfg)
 	}
 	if rdb == nil {
 		cfg.Fail("nil redis client")
@@ -48,11 +50,7 @@ func NewStreamPublisher(rdb redis.UniversalClient, opts ...Option) *StreamPublis
 			cfg.Fail("%v", err)
 		}
 	}
-	log := cfg.logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &StreamPublisher{rdb: rdb, cfg: cfg, log: log}
+	return &StreamPublisher{rdb: rdb, cfg: cfg, log: cfg.logger}
 }
 
 // Validate reports the first configuration errors (joined), each wrapping

@@ -285,3 +285,24 @@ func TestKeyChainNamesEachKeysPreviousEntry(t *testing.T) {
 		t.Errorf("chain of key a ends at %s, want %s", last, entryOf["a3"])
 	}
 }
+
+// The publisher says where it appends, for relay heartbeats and "outbox
+// stats".
+func TestPublisherDescribesItself(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "cache:6380", DB: 2}) // never dialled
+	defer rdb.Close()
+	topic := func(e *outbox.Envelope) string { return e.Topic }
+	for _, c := range []struct {
+		pub  relay.Describer
+		want string
+	}{
+		{outboxredis.NewStreamPublisher(rdb), "redis stream outbox (or the event's Topic) on cache:6380 db 2"},
+		{outboxredis.NewStreamPublisher(rdb, outboxredis.WithStreamPrefix("app:"), outboxredis.WithDefaultStream("ev")),
+			"redis stream app:ev (or app:<Topic>) on cache:6380 db 2"},
+		{outboxredis.NewStreamPublisher(rdb, outboxredis.WithStreamFunc(topic)), "redis stream <chosen by WithStreamFunc> on cache:6380 db 2"},
+	} {
+		if got := c.pub.Describe(); got != c.want {
+			t.Errorf("Describe() = %q, want %q", got, c.want)
+		}
+	}
+}

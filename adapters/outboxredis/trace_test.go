@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace/embedded"
 
 	"github.com/gormoutbox/outbox"
-	"github.com/gormoutbox/outbox/adapters/outboxredis"
+	"github.com/gormoutbox/outbox/consume"
 )
 
 // spanRecorder is a TracerProvider that records the spans started through
@@ -121,7 +121,7 @@ func TestConsumerContinuesTheEventsTrace(t *testing.T) {
 		mu  sync.Mutex
 		got = map[string]*seen{}
 	)
-	h := outboxredis.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
+	h := consume.HandlerFunc(func(ctx context.Context, e *outbox.Envelope) error {
 		mu.Lock()
 		defer mu.Unlock()
 		s := got[e.ID]
@@ -139,7 +139,7 @@ func TestConsumerContinuesTheEventsTrace(t *testing.T) {
 
 	// Without a tracer provider of its own (the global no-op one), the
 	// handler's context still carries the producer's trace.
-	stop := run(t, outboxredis.NewConsumer(rdb, stream, "g1", "c", h, consumerOpts(t)...))
+	stop := run(t, newConsumer(t, rdb, stream, "g1", "c", h, consumerOpts(t)...))
 	publish(t, rdb, stream, traced)
 	eventually(t, 5*time.Second, "the traced event", func() bool { mu.Lock(); defer mu.Unlock(); return got["traced"] != nil })
 	stop()
@@ -152,7 +152,7 @@ func TestConsumerContinuesTheEventsTrace(t *testing.T) {
 
 	// With a recording provider: a consumer span, child of the producer's.
 	rec := &spanRecorder{}
-	stop = run(t, outboxredis.NewConsumer(rdb, stream, "g2", "c", h, consumerOpts(t, outboxredis.WithTracerProvider(rec))...))
+	stop = run(t, newConsumer(t, rdb, stream, "g2", "c", h, consumerOpts(t, consume.WithTracerProvider(rec))...))
 	publish(t, rdb, stream, failing)
 	eventually(t, 5*time.Second, "both events, the failing one twice", func() bool {
 		mu.Lock()
@@ -167,7 +167,7 @@ func TestConsumerContinuesTheEventsTrace(t *testing.T) {
 	}
 	var failed, ok int
 	for _, s := range spans {
-		if s.name != "process "+stream || s.kind != trace.SpanKindConsumer || !s.ended {
+		if s.name != "outbox consume order.created" || s.kind != trace.SpanKindConsumer || !s.ended {
 			t.Errorf("span %q kind %v ended %v", s.name, s.kind, s.ended)
 		}
 		if s.parent.SpanID() != producer.SpanID() || !s.parent.IsRemote() {
