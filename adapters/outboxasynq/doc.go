@@ -1,8 +1,9 @@
 // Package outboxasynq carries outbox events over asynq
 // (github.com/hibiken/asynq): a Publisher that the relay uses to enqueue
-// one task per event, and, on the consumer side, a Handler that turns a
-// task back into its outbox.Envelope and middlewares that make handlers
-// act once per event.
+// one task per event, and, on the consumer side, Handler, which runs a
+// handler written against package consume (the same handlers run on every
+// broker) as an asynq.Handler, in asynq's own ServeMux and servers. It is a
+// module of its own: github.com/gormoutbox/outbox/adapters/outboxasynq.
 //
 // # Producing
 //
@@ -31,8 +32,8 @@
 // and Publish counts that as delivered. asynq enforces a TaskID only while
 // the task exists in Redis, which is why tasks are retained after success
 // for DefaultRetention (24h; WithRetention). After that, a redelivery would
-// enqueue a second task: consumers deduplicate with Idempotent or
-// IdempotentTx, whose records last a week by default.
+// enqueue a second task: handlers deduplicate with consume.Idempotent or
+// consume.IdempotentTx, whose records last a week by default.
 //
 // # Redis outages
 //
@@ -60,44 +61,47 @@
 // # Consuming
 //
 //	mux := asynq.NewServeMux()
-//	mux.Use(outboxasynq.IdempotentTx(store, "stats"))
-//	mux.Handle("order.created", outboxasynq.HandlerOf(func(ctx context.Context, o Order) error {
-//		return outboxasynq.Tx(ctx).Exec("UPDATE stats SET orders = orders + 1").Error
-//	}))
-//	srv := asynq.NewServer(redisOpt, asynq.Config{Queues: map[string]int{"orders": 1}, IsFailure: outboxasynq.IsFailure})
+//	mux.Handle("order.created", outboxasynq.Handler(consume.IdempotentTx(store, "stats",
+//		func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
+//			return tx.Exec("UPDATE stats SET orders = orders + 1").Error // exactly once per event
+//		}), consume.WithMaxDeliveries(5)))
+//	srv := asynq.NewServer(redisOpt, asynq.Config{Queues: map[string]int{"orders": 1},
+//		IsFailure: outboxasynq.IsFailure, RetryDelayFunc: outboxasynq.RetryDelay(nil)})
 //	err = srv.Run(mux)
 //
-// Handler decodes the envelope (a malformed payload is archived at once,
-// asynq.SkipRetry), continues the event's trace in a consumer span
-// (WithTracerProvider) whose parent is the relay's delivery span, or the
-// span that emitted the event, and maps outbox.Permanent to
-// asynq.SkipRetry. HandlerOf does the same for a function of the payload
-// decoded into a Go type; a payload that does not decode is archived
-// (ErrBadPayload). The handler's context carries the envelope
-// (EnvelopeFrom) and asynq's view of the task (DeliveryFrom).
+// Handler runs each task with the policy of package consume, the same as
+// every broker's consumer: it decodes the envelope (a task that does not
+// carry one is archived, consume.ErrMalformed), checks it with
+// consume.WithRegistry, runs the handler under a consumer span continuing
+// the event's trace (the relay's delivery span, or the span that emitted
+// the event) with the handler timeout, recovers a panic, counts metrics
+// and logs, and turns the handler's error into what asynq does with the
+// task: archived (asynq.SkipRetry) when dead, retried after the consumer's
+// delay otherwise, counted or not. Configure the server with IsFailure and
+// RetryDelay, or every retry counts and waits asynq's own delay.
+// consume.DeliveryFrom gives the run's Delivery, its Details a Task (id,
+// queue, asynq's retry count and MaxRetry). See Handler for the details,
+// and for how asynq's MaxRetry and consume.WithMaxDeliveries combine.
 //
-// Idempotent skips a task whose event already succeeded for the named
-// handler and records the success otherwise, under
-// "<event id>:<handler name>" in an idempotency.Store; IdempotentTx
-// also runs the handler in a transaction of the store's database, handed
-// out by Tx, in which the record commits: writes to that database then
-// happen exactly once, whatever asynq retries and the relay redelivers.
-// IsFailure keeps outages and in-progress duplicates from spending a
-// task's retries (but asynq archives a task on its last attempt whatever
-// the error: see IsFailure).
+// asynq v0.26 loses the completion of a task that finished while Redis
+// was unreachable (its retry of the write runs under a context already
+// ended): the task stays active until its lease expires and the server's
+// recoverer retries it, up to about two minutes, and runs it again (an
+// idempotent handler skips it). Under KeyOrder its key waits meanwhile.
 //
 // # Archived here is not dead in the outbox
 //
 // The relay's work ends when the task is in asynq: the outbox event is
-// then published, whatever the handlers do. A handler's outbox.Permanent,
-// or a task whose retries are spent, archives the asynq task: the outbox
-// row stays published, the relay's dead letters (`outbox dead list`,
-// relay.Inspector.ListDead) do not show it, and it is inspected and run again with
-// asynq's tools (asynq.Inspector, the asynq CLI or asynqmon). Likewise
+// then published, whatever the handlers do. A dead task (outbox.Permanent,
+// or its last counted run failed) is archived by asynq: the outbox row
+// stays published, the relay's dead letters (`outbox dead list`,
+// relay.Inspector.ListDead) do not show it. NewDeadLetters reads a queue's
+// archive and runs its tasks again (a consume.DeadLetterReader and
+// DeadLetterReplayer, for the admin page and the CLI), as asynq's own tools
+// do (asynq.Inspector, the asynq CLI, asynqmon). Likewise
 // outbox.Envelope.Attempt counts the relay's attempts to enqueue the
-// event (1 unless the enqueue failed), not asynq's retries: a handler
-// reads those with DeliveryFrom (Delivery.Retried, Delivery.MaxRetry,
-// Delivery.LastAttempt).
+// event (1 unless the enqueue failed); a handler reads the consumer's with
+// consume.DeliveryFrom (Delivery.Attempt, MaxAttempts, LastAttempt).
 //
 // # Key order
 //
@@ -110,7 +114,7 @@
 //	pub := outboxasynq.NewPublisher(client, outboxasynq.WithKeyChain(rdb))
 //
 //	mux.Use(outboxasynq.KeyOrder(rdb, time.Second)) // first
-//	mux.Use(outboxasynq.IdempotentTx(store, "stats"))
+//	mux.Handle("order.created", outboxasynq.Handler(h))
 //	srv := asynq.NewServer(redisOpt, asynq.Config{
 //		IsFailure:                outboxasynq.IsFailure,
 //		RetryDelayFunc:           outboxasynq.RetryDelay(nil),

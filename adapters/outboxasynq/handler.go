@@ -4,177 +4,253 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
+	"maps"
+	"sync"
+	"time"
 
 	"github.com/hibiken/asynq"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/internal/adapterkit"
-	"github.com/gormoutbox/outbox/internal/optionerr"
 	"github.com/gormoutbox/outbox/internal/semconv"
 )
 
-// ScopeName is the OpenTelemetry instrumentation scope of the package's
-// tracer.
-const ScopeName = "github.com/gormoutbox/outbox/adapters/outboxasynq"
-
-// HandlerFunc handles one event delivered as an asynq task. Its error
-// decides the task's fate: nil completes it; outbox.Permanent(err)
-// archives it at once (asynq.SkipRetry); any other error lets asynq retry
-// it, up to the task's MaxRetry (see IsFailure for errors that should not
-// count). An archived task is asynq's business: the outbox event stays
-// published. The envelope's Attempt is the relay's count; asynq's is in
-// DeliveryFrom(ctx).
-type HandlerFunc func(ctx context.Context, e *outbox.Envelope) error
-
-type handlerConfig struct {
-	tp       trace.TracerProvider
-	logger   *slog.Logger
-	registry *outbox.Registry
-	optionerr.Errors
+// Task is what asynq says of the task a handler runs for: the
+// consume.Delivery's Details on this broker.
+//
+//	d, _ := consume.DeliveryFrom(ctx)
+//	task := d.Details.(outboxasynq.Task)
+type Task struct {
+	// ID is the task's id: the event id, for tasks a Publisher enqueued.
+	ID string
+	// Queue is the queue the task was taken from.
+	Queue string
+	// Retried counts the earlier runs of the task that asynq counted as
+	// failures (asynq.GetRetryCount): runs that IsFailure does not count
+	// are left out, when the server uses IsFailure.
+	Retried int
+	// MaxRetry is the task's MaxRetry (asynq.GetMaxRetry, see WithMaxRetry).
+	MaxRetry int
 }
 
-type handlerOption func(*handlerConfig)
-
-func (f handlerOption) applyHandler(c *handlerConfig) { f(c) }
-
-// WithTracerProvider sets the OpenTelemetry TracerProvider of the consumer
-// spans Handler starts (default otel.GetTracerProvider(), the global
-// one). A nil one makes Handler panic.
-func WithTracerProvider(tp trace.TracerProvider) HandlerOption {
-	return handlerOption(func(c *handlerConfig) {
-		if tp == nil {
-			c.Fail("tracer provider is nil")
-		}
-		c.tp = tp
-	})
-}
-
-// Handler returns an asynq.Handler that decodes the task's payload into
-// the outbox.Envelope a Publisher wrote and calls fn with it:
+// Handler returns an asynq.Handler that runs h for each task a Publisher
+// enqueued, with the policy of package consume, the same as on every
+// broker: h's error decides the task's fate, spans, metrics and logs are
+// consume's, and opts are consume's options (WithMaxDeliveries,
+// WithRetryDelay, WithHandlerTimeout, WithRegistry, WithOnDead, WithLogger,
+// WithTracerProvider, …):
 //
 //	mux := asynq.NewServeMux()
-//	mux.Handle("order.created", outboxasynq.Handler(func(ctx context.Context, e *outbox.Envelope) error {
-//		var o Order
-//		if err := e.Unmarshal(&o); err != nil {
-//			return outbox.Permanent(err)
-//		}
-//		return ship(ctx, o)
-//	}))
+//	mux.Handle("order.created", outboxasynq.Handler(h, consume.WithMaxDeliveries(5)))
+//	srv := asynq.NewServer(redisOpt, asynq.Config{
+//		IsFailure:      outboxasynq.IsFailure,         // uncounted runs spend no retry
+//		RetryDelayFunc: outboxasynq.RetryDelay(nil),   // the consumer's delays
+//	})
 //
-// It guarantees that
+// A task's fate is what ProcessTask returns to asynq:
 //
-//   - a payload that is not an envelope is not retried: the task is
-//     archived with an error wrapping ErrInvalidTask,
-//     outbox.ErrInvalidEnvelope and asynq.SkipRetry (and logged at error
-//     level); fn is not called;
-//   - fn runs in a consumer span named "outbox consume <event type>",
-//     continuing the trace the envelope carries (its traceparent and
-//     tracestate, or else the task's headers): a child of the relay's
-//     "outbox publish" span when the relay traces, else of the span that
-//     emitted the event. Its attributes are those of every adapter
-//     (the messaging system and queue, the event's CloudEvents id, type
-//     and source, outbox.event.attempt) and the task's retry count; a failure is recorded
-//     on the span, and ctx carries the span to fn;
-//   - an error of fn marked outbox.Permanent also wraps asynq.SkipRetry,
-//     so that asynq archives the task instead of retrying it; other errors
-//     are returned as they are.
+//   - success: nil, and the task completes;
+//   - dead (outbox.Permanent, consume.ErrBadPayload, a payload that is not
+//     an envelope, or the last counted run failed): an error wrapping
+//     asynq.SkipRetry and the reason, and asynq archives the task (see
+//     NewDeadLetters);
+//   - a failure: an error IsFailure counts, retried after the consumer's
+//     doubling retry delay (RetryDelay);
+//   - outbox.Unavailable, outbox.Snooze, idempotency.ErrInProgress: an
+//     error IsFailure does not count, retried after the retry delay or the
+//     snooze. After an outbox.Unavailable, the handler pauses as a
+//     consumer does (1s doubling to 30s while it lasts): the tasks it gets
+//     meanwhile are handed back at once, not run, and not counted.
 //
-// Handler panics if fn is nil, or with the joined errors (each wrapping
-// ErrInvalidOption) of invalid options, like
-// asynq.ServeMux.Handle with a nil handler.
-func Handler(fn HandlerFunc, opts ...HandlerOption) asynq.Handler {
-	if fn == nil {
-		panic("outboxasynq: Handler(nil)")
+// A task gets at most the lesser of WithMaxDeliveries and its MaxRetry
+// counted runs (at least one): asynq archives a task on the run after
+// MaxRetry failures whatever its error, so that run is kept for the
+// uncounted ones, which would otherwise be archived. consume.DeliveryFrom
+// gives the run's Delivery (Attempt is asynq's retry count plus one), its
+// Details a Task. Keep WithHandlerTimeout (default 1 minute) below the
+// tasks' asynq Timeout (default 30 minutes).
+//
+// Handler panics with the error of consume.New (wrapping
+// consume.ErrInvalidOption) for a nil h or a bad option, as
+// asynq.ServeMux.Handle does for a nil handler.
+func Handler(h consume.Handler, opts ...consume.Option) asynq.Handler {
+	err := consume.ApplyTransportOptions(&struct{}{}, opts)
+	var rh consume.Handler
+	if h != nil {
+		rh = recorder{h}
 	}
-	cfg := handlerConfig{logger: slog.Default(), Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
-	for _, o := range opts {
-		if o == nil {
-			cfg.Fail("Handler: nil option")
-			continue
-		}
-		o.applyHandler(&cfg)
-	}
-	if err := cfg.Err(); err != nil {
+	c, cerr := consume.New(tasks{}, rh, opts...)
+	if err := errors.Join(err, cerr); err != nil {
 		panic(err)
 	}
-	if cfg.tp == nil {
-		cfg.tp = otel.GetTracerProvider()
-	}
-	return &handler{fn: fn, tracer: cfg.tp.Tracer(ScopeName), log: cfg.logger, registry: cfg.registry}
+	return &handler{c: c, maxDeliveries: consume.SettingsOf(opts...).MaxDeliveries}
 }
 
+// handler runs a consume.Consumer's policy on each task.
 type handler struct {
-	fn       HandlerFunc
-	tracer   trace.Tracer
-	log      *slog.Logger
-	registry *outbox.Registry
+	c             *consume.Consumer
+	maxDeliveries int
+	pause         pause
 }
 
 // ProcessTask implements asynq.Handler.
 func (h *handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	e, err := envelopeOf(ctx, t)
-	if err != nil {
-		h.log.ErrorContext(ctx, "task payload is not an outbox envelope; archived without retry",
-			"task_type", t.Type(), "task_id", taskID(ctx), "error", err)
-		return err
+	if left := h.pause.left(); left > 0 {
+		return &retryError{delay: left, cause: errPaused}
 	}
-	queue, _ := asynq.GetQueueName(ctx)
-	retried, _ := asynq.GetRetryCount(ctx)
-	attrs := semconv.ProcessAttributes("asynq", queue, e,
-		semconv.MessageID.String(e.ID),
-		semconv.AsynqTaskRetryCount.Int(retried))
-	err = adapterkit.Process(ctx, h.tracer, "outbox consume "+e.Type, carrier(e, t), attrs, func(ctx context.Context) error {
-		e, err := checked(h.registry, e)
-		if err != nil {
-			return err
-		}
-		return h.fn(withEnvelope(ctx, t, e), e)
-	})
-	if outbox.IsPermanent(err) && !errors.Is(err, asynq.SkipRetry) {
-		return fmt.Errorf("%w: %w", asynq.SkipRetry, err)
+	m := newMessage(ctx, t, h.maxDeliveries)
+	h.pause.after(h.c.Process(context.WithValue(ctx, messageKey{}, m), m))
+	return m.result
+}
+
+// errPaused is the cause of a task handed back while the handler pauses.
+var errPaused = errors.New("outboxasynq: a handler reported its dependency unavailable: paused, the task not run")
+
+// pause is the handler's pause after an outbox.Unavailable, which
+// consume.Consumer.Run makes between batches: 1s doubling to 30s while
+// the dependency stays down.
+type pause struct {
+	mu    sync.Mutex
+	until time.Time
+	step  time.Duration
+}
+
+func (p *pause) left() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return time.Until(p.until)
+}
+
+func (p *pause) after(unavailable bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !unavailable {
+		p.step = 0
+		return
+	}
+	p.step = adapterkit.NextPause(p.step, time.Second, 30*time.Second)
+	p.until = time.Now().Add(p.step)
+}
+
+// tasks is the consume.Transport of Handler: asynq's server receives the
+// tasks and calls ProcessTask, which hands each to Consumer.Process.
+type tasks struct{}
+
+func (tasks) System() string      { return "asynq" }
+func (tasks) Destination() string { return "" } // each task's queue is in its Delivery
+
+// Receive is not used: an asynq server runs the Consumer, not Run.
+func (tasks) Receive(context.Context) ([]consume.Message, error) {
+	return nil, errors.New("outboxasynq: an asynq server runs Handler; Consumer.Run has nothing to receive")
+}
+
+// messageKey keys the task's message in the handler's context, for
+// recorder.
+type messageKey struct{}
+
+// recorder keeps the handler's error on the task's message, as the cause
+// of the error ProcessTask returns for a retry.
+type recorder struct{ h consume.Handler }
+
+func (r recorder) Handle(ctx context.Context, e *outbox.Envelope) error {
+	err := r.h.Handle(ctx, e)
+	if m, ok := ctx.Value(messageKey{}).(*message); ok {
+		m.handlerErr = err
 	}
 	return err
 }
 
-// carrier returns the W3C trace headers of e, or of t when e has none.
-func carrier(e *outbox.Envelope, t *asynq.Task) propagation.MapCarrier {
-	if e.Headers["traceparent"] != "" {
-		return propagation.MapCarrier(e.Headers)
+// Validate checks the wrapped handler (consume.Validator).
+func (r recorder) Validate() error {
+	if v, ok := r.h.(consume.Validator); ok {
+		return v.Validate()
 	}
-	return propagation.MapCarrier(t.Headers())
+	return nil
 }
 
-func taskID(ctx context.Context) string {
-	id, _ := asynq.GetTaskID(ctx)
-	return id
+// message is one task, settled by setting what ProcessTask returns.
+type message struct {
+	task        *asynq.Task
+	info        Task
+	maxAttempts int
+	handlerErr  error
+	result      error
 }
 
-// decodedKey keys the envelope a middleware decoded, so that Handler does
-// not decode the same task again.
-type decodedKey struct{}
-
-type decoded struct {
-	task *asynq.Task
-	env  *outbox.Envelope
-}
-
-// envelopeOf decodes the envelope of t, or returns the one a middleware of
-// this package decoded for the same task.
-func envelopeOf(ctx context.Context, t *asynq.Task) (*outbox.Envelope, error) {
-	if d, ok := ctx.Value(decodedKey{}).(decoded); ok && d.task == t {
-		return d.env, nil
+func newMessage(ctx context.Context, t *asynq.Task, maxDeliveries int) *message {
+	m := &message{task: t, result: errors.New("outboxasynq: the task was not settled")}
+	m.info.ID, _ = asynq.GetTaskID(ctx)
+	m.info.Queue, _ = asynq.GetQueueName(ctx)
+	m.info.Retried, _ = asynq.GetRetryCount(ctx)
+	var ok bool
+	if m.info.MaxRetry, ok = asynq.GetMaxRetry(ctx); !ok {
+		m.info.MaxRetry = maxDeliveries // outside a server (a test): WithMaxDeliveries alone
 	}
-	return Decode(t)
+	m.maxAttempts = max(min(m.info.MaxRetry, maxDeliveries), 1)
+	return m
 }
 
-// withEnvelope returns ctx remembering that e is the envelope of t.
-func withEnvelope(ctx context.Context, t *asynq.Task, e *outbox.Envelope) context.Context {
-	return context.WithValue(ctx, decodedKey{}, decoded{task: t, env: e})
+// Envelope decodes the task's payload; the envelope's trace headers are
+// the task's when it has none.
+func (m *message) Envelope() (*outbox.Envelope, error) {
+	e, err := Decode(m.task)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", consume.ErrMalformed, err)
+	}
+	if tp := m.task.Headers()["traceparent"]; tp != "" && e.Headers["traceparent"] == "" {
+		e.Headers = maps.Clone(e.Headers)
+		if e.Headers == nil {
+			e.Headers = map[string]string{}
+		}
+		e.Headers["traceparent"], e.Headers["tracestate"] = tp, m.task.Headers()["tracestate"]
+	}
+	return e, nil
 }
+
+func (m *message) Begin(context.Context) (consume.Start, error) { return consume.Run, nil }
+
+func (m *message) Delivery() consume.Delivery {
+	return consume.Delivery{Destination: m.info.Queue, Attempt: m.info.Retried + 1, MaxAttempts: m.maxAttempts, Details: m.info}
+}
+
+func (m *message) Attributes() []attribute.KeyValue {
+	return []attribute.KeyValue{semconv.MessageID.String(m.info.ID), semconv.AsynqTaskRetryCount.Int(m.info.Retried)}
+}
+
+func (m *message) Ack(context.Context) error { m.result = nil; return nil }
+
+func (m *message) Retry(_ context.Context, delay time.Duration, counted bool) error {
+	m.result = &retryError{delay: delay, counted: counted, cause: m.handlerErr}
+	return nil
+}
+
+func (m *message) Dead(_ context.Context, reason error) error {
+	m.result = fmt.Errorf("%w: %w", asynq.SkipRetry, reason)
+	return nil
+}
+
+// retryError is what ProcessTask returns for a task to run again: after
+// delay (RetryDelay), counted or not (IsFailure).
+type retryError struct {
+	delay   time.Duration
+	counted bool
+	cause   error // the handler's error, if it ran
+}
+
+func (e *retryError) Error() string {
+	what := "retry"
+	if !e.counted {
+		what = "retry, not counted"
+	}
+	if e.cause == nil {
+		return fmt.Sprintf("outboxasynq: %s in %v: released without running", what, e.delay)
+	}
+	return fmt.Sprintf("outboxasynq: %s in %v: %v", what, e.delay, e.cause)
+}
+
+func (e *retryError) Unwrap() error { return e.cause }
 
 // Decode returns the envelope carried by a task that a Publisher
 // enqueued. A payload that is not an envelope gives an error wrapping

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxasynq"
+	"github.com/gormoutbox/outbox/consume"
+	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -29,10 +32,13 @@ func taskOf(t testing.TB, e *outbox.Envelope) *asynq.Task {
 	return asynq.NewTaskWithHeaders(e.Type, b, e.Headers)
 }
 
+// handle adapts a function to consume.Handler.
+type handle = consume.HandlerFunc
+
 func TestHandlerArchivesMalformedPayloads(t *testing.T) {
 	calls := 0
-	h := outboxasynq.Handler(func(context.Context, *outbox.Envelope) error { calls++; return nil },
-		outboxasynq.WithLogger(testLogger(t)))
+	h := outboxasynq.Handler(handle(func(context.Context, *outbox.Envelope) error { calls++; return nil }),
+		consume.WithLogger(testLogger(t)))
 	for _, payload := range []string{
 		"not json",
 		"",
@@ -41,8 +47,9 @@ func TestHandlerArchivesMalformedPayloads(t *testing.T) {
 		`{"specversion":"1.0","id":"e","source":"s","type":"t"} trailing`,
 	} {
 		err := h.ProcessTask(t.Context(), asynq.NewTask("order.created", []byte(payload)))
-		if !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, outboxasynq.ErrInvalidTask) || !errors.Is(err, outbox.ErrInvalidEnvelope) {
-			t.Errorf("payload %q: %v, want SkipRetry, ErrInvalidTask and ErrInvalidEnvelope", payload, err)
+		if !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, outboxasynq.ErrInvalidTask) || !errors.Is(err, outbox.ErrInvalidEnvelope) ||
+			!errors.Is(err, consume.ErrMalformed) {
+			t.Errorf("payload %q: %v, want SkipRetry, ErrInvalidTask, ErrInvalidEnvelope and consume.ErrMalformed", payload, err)
 		}
 	}
 	if calls != 0 {
@@ -50,32 +57,81 @@ func TestHandlerArchivesMalformedPayloads(t *testing.T) {
 	}
 }
 
+// What ProcessTask returns for each outcome of the handler: what asynq
+// archives (SkipRetry), what IsFailure counts, and the delay RetryDelay
+// gives.
 func TestHandlerMapsErrors(t *testing.T) {
 	cause := errors.New("card declined")
 	for name, tc := range map[string]struct {
-		ret       error
-		skipRetry bool
+		ret        error
+		skipRetry  bool
+		failure    bool
+		delay      time.Duration
+		wrapsCause bool
 	}{
-		"nil":       {nil, false},
-		"ordinary":  {cause, false},
-		"permanent": {outbox.Permanent(cause), true},
-		"skip":      {asynq.SkipRetry, true},
+		"nil":         {ret: nil},
+		"ordinary":    {ret: cause, failure: true, delay: 50 * time.Millisecond, wrapsCause: true},
+		"permanent":   {ret: outbox.Permanent(cause), skipRetry: true, failure: true, wrapsCause: true},
+		"skip":        {ret: asynq.SkipRetry, skipRetry: true, failure: true, delay: 50 * time.Millisecond, wrapsCause: true},
+		"unavailable": {ret: outbox.Unavailable(cause), delay: 50 * time.Millisecond, wrapsCause: true},
+		"snooze":      {ret: outbox.Snooze(cause, 3*time.Second), delay: 3 * time.Second, wrapsCause: true},
+		"in progress": {ret: idempotency.ErrInProgress, delay: 50 * time.Millisecond, wrapsCause: true},
 	} {
 		var got *outbox.Envelope
-		h := outboxasynq.Handler(func(_ context.Context, e *outbox.Envelope) error { got = e; return tc.ret })
+		h := outboxasynq.Handler(handle(func(_ context.Context, e *outbox.Envelope) error { got = e; return tc.ret }),
+			consume.WithRetryDelay(50*time.Millisecond), consume.WithLogger(testLogger(t)))
 		e := sampleEnvelope("ev-map", "q")
 		err := h.ProcessTask(t.Context(), taskOf(t, e))
 		if got == nil || got.ID != e.ID || string(got.Payload) != string(e.Payload) {
 			t.Errorf("%s: handler got %+v", name, got)
 		}
-		if errors.Is(err, asynq.SkipRetry) != tc.skipRetry {
-			t.Errorf("%s: %v: SkipRetry %v, want %v", name, err, !tc.skipRetry, tc.skipRetry)
+		if errors.Is(err, asynq.SkipRetry) != tc.skipRetry || outboxasynq.IsFailure(err) != tc.failure {
+			t.Errorf("%s: %v: SkipRetry %v, IsFailure %v; want %v, %v", name, err, !tc.skipRetry, !tc.failure, tc.skipRetry, tc.failure)
 		}
-		if tc.ret == nil && err != nil || tc.ret != nil && !errors.Is(err, tc.ret) {
+		if tc.ret == nil && err != nil || tc.wrapsCause && !errors.Is(err, tc.ret) {
 			t.Errorf("%s: %v does not wrap %v", name, err, tc.ret)
+		}
+		if d := outboxasynq.RetryDelay(nil)(0, err, nil); tc.delay > 0 && d != tc.delay {
+			t.Errorf("%s: RetryDelay %v, want %v", name, d, tc.delay)
 		}
 		if outbox.IsPermanent(tc.ret) && !outbox.IsPermanent(err) {
 			t.Errorf("%s: lost the Permanent mark: %v", name, err)
+		}
+	}
+}
+
+// After a handler reported its dependency unavailable, the handler pauses
+// as a consumer does: the next task is handed back without running, not
+// counted, for the rest of the pause.
+func TestHandlerPausesAfterAnOutage(t *testing.T) {
+	runs := 0
+	h := outboxasynq.Handler(handle(func(context.Context, *outbox.Envelope) error {
+		runs++
+		return outbox.Unavailable(errors.New("its database is down"))
+	}), consume.WithLogger(testLogger(t)))
+	_ = h.ProcessTask(t.Context(), taskOf(t, sampleEnvelope("ev-1", "q")))
+	err := h.ProcessTask(t.Context(), taskOf(t, sampleEnvelope("ev-2", "q")))
+	if runs != 1 || outboxasynq.IsFailure(err) {
+		t.Errorf("%d runs, the second task's %v (IsFailure %v): want it handed back unrun, uncounted", runs, err, outboxasynq.IsFailure(err))
+	}
+	if d := outboxasynq.RetryDelay(nil)(0, err, nil); d <= 0 || d > time.Second {
+		t.Errorf("handed back for %v, want the rest of the 1s pause", d)
+	}
+}
+
+func TestIsFailure(t *testing.T) {
+	cause := errors.New("x")
+	for err, want := range map[error]bool{
+		nil:                       false,
+		cause:                     true,
+		outbox.Permanent(cause):   true,
+		outbox.Unavailable(cause): false,
+		idempotency.ErrInProgress: false,
+		errors.Join(cause, idempotency.ErrInProgress):               false,
+		fmt.Errorf("%w: task x", outboxasynq.ErrPredecessorPending): false,
+	} {
+		if got := outboxasynq.IsFailure(err); got != want {
+			t.Errorf("IsFailure(%v) = %v", err, got)
 		}
 	}
 }
@@ -130,10 +186,10 @@ func TestHandlerContinuesTheTraceOfTheEnvelope(t *testing.T) {
 	tp, sr := newTracer(t)
 	var inHandler trace.SpanContext
 	fail := errors.New("boom")
-	h := outboxasynq.Handler(func(ctx context.Context, e *outbox.Envelope) error {
+	h := outboxasynq.Handler(handle(func(ctx context.Context, e *outbox.Envelope) error {
 		inHandler = trace.SpanContextFromContext(ctx)
 		return fail
-	}, outboxasynq.WithTracerProvider(tp))
+	}), consume.WithTracerProvider(tp), consume.WithLogger(testLogger(t)))
 
 	e := sampleEnvelope("ev-trace", "q")
 	e.Attempt = 3
@@ -146,7 +202,7 @@ func TestHandlerContinuesTheTraceOfTheEnvelope(t *testing.T) {
 		t.Fatalf("%d ended spans, want 1", len(spans))
 	}
 	s := spans[0]
-	if s.Name() != "outbox consume order.created" || s.SpanKind() != trace.SpanKindConsumer || s.InstrumentationScope().Name != outboxasynq.ScopeName {
+	if s.Name() != "outbox consume order.created" || s.SpanKind() != trace.SpanKindConsumer || s.InstrumentationScope().Name != "github.com/gormoutbox/outbox/consume" {
 		t.Errorf("span %q kind %v scope %q", s.Name(), s.SpanKind(), s.InstrumentationScope().Name)
 	}
 	if p := s.Parent(); p.TraceID() != emitter.TraceID() || p.SpanID() != emitter.SpanID() || !p.IsRemote() {
@@ -169,10 +225,10 @@ func TestHandlerContinuesTheTraceOfTheEnvelope(t *testing.T) {
 
 func TestHandlerReadsTraceFromTaskHeadersWithTheGlobalProvider(t *testing.T) {
 	var inHandler trace.SpanContext
-	h := outboxasynq.Handler(func(ctx context.Context, e *outbox.Envelope) error {
+	h := outboxasynq.Handler(handle(func(ctx context.Context, e *outbox.Envelope) error {
 		inHandler = trace.SpanContextFromContext(ctx)
 		return nil
-	})
+	}))
 	e := sampleEnvelope("ev-trace-2", "q")
 	e.Headers = nil
 	b, err := json.Marshal(e)
@@ -216,10 +272,10 @@ func TestHandlerOnAnAsynqServer(t *testing.T) {
 	calls := &counters{}
 	mux := asynq.NewServeMux()
 	h := func(ret error) asynq.Handler {
-		return outboxasynq.Handler(func(ctx context.Context, e *outbox.Envelope) error {
+		return outboxasynq.Handler(handle(func(ctx context.Context, e *outbox.Envelope) error {
 			calls.inc(e.ID)
 			return ret
-		}, outboxasynq.WithTracerProvider(tp), outboxasynq.WithLogger(testLogger(t)))
+		}), consume.WithTracerProvider(tp), consume.WithLogger(testLogger(t)))
 	}
 	mux.Handle("t.ok", h(nil))
 	mux.Handle("t.perm", h(outbox.Permanent(errors.New("cannot ever work"))))
@@ -261,19 +317,20 @@ func TestHandlerOnAnAsynqServer(t *testing.T) {
 }
 
 func TestHandlerPanicsOnMisuse(t *testing.T) {
+	ok := handle(func(context.Context, *outbox.Envelope) error { return nil })
 	for name, f := range map[string]func(){
-		"nil fn": func() { outboxasynq.Handler(nil) },
-		"nil provider": func() {
-			outboxasynq.Handler(func(context.Context, *outbox.Envelope) error { return nil }, outboxasynq.WithTracerProvider(nil))
-		},
-		"nil logger": func() {
-			outboxasynq.Handler(func(context.Context, *outbox.Envelope) error { return nil }, outboxasynq.WithLogger(nil))
+		"nil handler":  func() { outboxasynq.Handler(nil) },
+		"nil provider": func() { outboxasynq.Handler(ok, consume.WithTracerProvider(nil)) },
+		"nil logger":   func() { outboxasynq.Handler(ok, consume.WithLogger(nil)) },
+		"nil store":    func() { outboxasynq.Handler(consume.Idempotent(nil, "n", ok)) },
+		"foreign option": func() {
+			outboxasynq.Handler(ok, consume.TransportOption("other.WithX", func(*int) error { return nil }))
 		},
 	} {
 		func() {
 			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: no panic", name)
+				if err, _ := recover().(error); !errors.Is(err, consume.ErrInvalidOption) {
+					t.Errorf("%s: panicked with %v, want an error wrapping consume.ErrInvalidOption", name, err)
 				}
 			}()
 			f()

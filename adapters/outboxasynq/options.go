@@ -27,21 +27,9 @@ import (
 const DefaultRetention = 24 * time.Hour
 
 // Option configures a Publisher. Options are checked by
-// Publisher.Validate, which relay.New calls.
-type Option interface {
-	applyPublisher(*publisherConfig)
-}
-
-// HandlerOption configures Handler.
-type HandlerOption interface {
-	applyHandler(*handlerConfig)
-}
-
-// SharedOption configures both a Publisher and a Handler.
-type SharedOption interface {
-	Option
-	HandlerOption
-}
+// Publisher.Validate, which relay.New calls. The consumer side's options
+// are consume.Options (see Handler).
+type Option func(*publisherConfig)
 
 type publisherConfig struct {
 	source    string
@@ -68,20 +56,16 @@ func defaultPublisherConfig() publisherConfig {
 	}
 }
 
-type publisherOption func(*publisherConfig)
-
-func (f publisherOption) applyPublisher(c *publisherConfig) { f(c) }
-
 // WithSource sets the CloudEvents source of the envelopes the Publisher
 // writes, when the envelope has none (default outbox.DefaultSource). It
 // must not be empty.
 func WithSource(source string) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if source == "" {
 			c.Fail("source is empty")
 		}
 		c.source = source
-	})
+	}
 }
 
 // WithTaskType maps an event to its asynq task type, which is what an
@@ -89,12 +73,12 @@ func WithSource(source string) Option {
 // be safe for concurrent use; a blank result makes Publish fail with
 // ErrInvalidTask, marked outbox.Permanent.
 func WithTaskType(f func(e *outbox.Envelope) string) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if f == nil {
 			c.Fail("task type function is nil")
 		}
 		c.taskType = f
-	})
+	}
 }
 
 // WithQueue maps an event to its asynq queue (default: the event's Topic,
@@ -103,49 +87,49 @@ func WithTaskType(f func(e *outbox.Envelope) string) Option {
 // queue, so an event redelivered into another queue would be enqueued
 // twice. It must be safe for concurrent use.
 func WithQueue(f func(e *outbox.Envelope) string) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if f == nil {
 			c.Fail("queue function is nil")
 		}
 		c.queue = f
-	})
+	}
 }
 
 // WithMaxRetry sets how many times asynq retries a failed task before it
 // archives it (default asynq's, 25). Zero means no retry.
 func WithMaxRetry(n int) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if n < 0 {
 			c.Fail("max retry %d is negative", n)
 		}
 		c.maxRetry = n
-	})
+	}
 }
 
 // WithTimeout sets how long a handler may process the task before asynq
 // cancels its context and retries it (default asynq's, 30 minutes). Zero
 // means asynq's default.
 func WithTimeout(d time.Duration) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if d < 0 {
 			c.Fail("timeout %v is negative", d)
 		}
 		c.timeout = d
-	})
+	}
 }
 
 // WithRetention sets how long asynq keeps a task after it succeeded
 // (default DefaultRetention, 24h), which is how long its TaskID keeps a
 // redelivered event from being enqueued again. Zero keeps nothing: a
 // redelivery after the task succeeded enqueues it again, so consumers must
-// deduplicate (see Idempotent), which they should do in any case.
+// deduplicate (see consume.Idempotent), which they should do in any case.
 func WithRetention(d time.Duration) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if d < 0 {
 			c.Fail("retention %v is negative", d)
 		}
 		c.retention = d
-	})
+	}
 }
 
 // WithTaskOptions adds asynq options to each event's task, such as
@@ -154,37 +138,26 @@ func WithRetention(d time.Duration) Option {
 // but before the queue and the TaskID, which the Publisher always sets
 // itself. The function must be safe for concurrent use; it may return nil.
 func WithTaskOptions(f func(e *outbox.Envelope) []asynq.Option) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if f == nil {
 			c.Fail("task options function is nil")
 		}
 		c.extra = f
-	})
-}
-
-// loggerOption is both an Option and a HandlerOption.
-type loggerOption struct{ l *slog.Logger }
-
-func (o loggerOption) applyPublisher(c *publisherConfig) {
-	if o.l == nil {
-		c.Fail("logger is nil")
 	}
-	c.logger = o.l
 }
 
-func (o loggerOption) applyHandler(c *handlerConfig) {
-	if o.l == nil {
-		c.Fail("logger is nil")
+// WithLogger sets the Publisher's logger (default slog.Default()); it
+// logs at debug level only (the relay reports outcomes). Payloads are
+// never logged. A nil logger is reported by Validate. Handler's logger is
+// consume.WithLogger.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *publisherConfig) {
+		if l == nil {
+			c.Fail("logger is nil")
+		}
+		c.logger = l
 	}
-	c.logger = o.l
 }
-
-// WithLogger sets the logger of a Publisher or a Handler (default
-// slog.Default()). The Publisher logs at debug level only (the relay
-// reports outcomes); Handler logs tasks it rejects as malformed at error
-// level. Payloads are never logged. A nil logger is reported by
-// Publisher.Validate, and makes Handler panic.
-func WithLogger(l *slog.Logger) SharedOption { return loggerOption{l} }
 
 // WithKeyChain makes the task of every event with a PartitionKey name the
 // task enqueued before it for the same key (HeaderAfterQueue and
@@ -197,10 +170,10 @@ func WithLogger(l *slog.Logger) SharedOption { return loggerOption{l} }
 // key one at a time in their commit order; each costs two more Redis round
 // trips. Events without a key are enqueued as usual.
 func WithKeyChain(rdb redis.UniversalClient) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if rdb == nil {
 			c.Fail("key chain redis client is nil")
 		}
 		c.chainRedis = rdb
-	})
+	}
 }

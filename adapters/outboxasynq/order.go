@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/idempotency"
 )
 
 // TurnRetryDelay is the delay RetryDelay gives a task whose predecessor
@@ -26,8 +27,8 @@ const TurnRetryDelay = 200 * time.Millisecond
 // handler. It waits for its predecessor up to wait in its worker, checking
 // every few milliseconds, then returns an error wrapping
 // ErrPredecessorPending, which IsFailure does not count and RetryDelay
-// retries soon. A task on its last attempt (Delivery.LastAttempt), which
-// asynq would archive after any error, waits in its worker until its
+// retries soon. A task on asynq's last attempt (retried MaxRetry times),
+// which asynq would archive after any error, waits in its worker until its
 // predecessor is done or its own deadline passes. A predecessor that
 // completed, was archived (dead) or deleted, or that asynq no longer holds
 // (after its retention), is done: a dead event does not hold up its key.
@@ -39,7 +40,7 @@ const TurnRetryDelay = 200 * time.Millisecond
 // IsFailure and RetryDelay, or every wait counts as a failure:
 //
 //	mux.Use(outboxasynq.KeyOrder(rdb, time.Second))
-//	mux.Use(outboxasynq.IdempotentTx(store, "stats"))
+//	mux.Handle("order.created", outboxasynq.Handler(h))
 //	srv := asynq.NewServer(redisOpt, asynq.Config{
 //		IsFailure:                outboxasynq.IsFailure,
 //		RetryDelayFunc:           outboxasynq.RetryDelay(nil),
@@ -72,8 +73,9 @@ func KeyOrder(rdb redis.UniversalClient, wait time.Duration) asynq.MiddlewareFun
 // awaitTurn returns nil once prev is done, or an error after wait (or at
 // the end of ctx on a task's last attempt).
 func awaitTurn(ctx context.Context, insp *asynq.Inspector, prev taskRef, wait time.Duration) error {
-	d, ok := DeliveryFrom(ctx)
-	last := ok && d.LastAttempt()
+	retried, ok1 := asynq.GetRetryCount(ctx)
+	maxRetry, ok2 := asynq.GetMaxRetry(ctx)
+	last := ok1 && ok2 && retried >= maxRetry
 	deadline := time.Now().Add(wait)
 	step := 5 * time.Millisecond
 	for {
@@ -115,18 +117,47 @@ func predecessorState(insp *asynq.Inspector, prev taskRef) (asynq.TaskState, boo
 	return info.State, info.State == asynq.TaskStateCompleted || info.State == asynq.TaskStateArchived, nil
 }
 
-// RetryDelay returns an asynq.RetryDelayFunc for asynq.Config: a task that
-// waited for its predecessor (ErrPredecessorPending) is retried after
-// TurnRetryDelay, and every other failure after what next says
-// (asynq.DefaultRetryDelayFunc when next is nil).
+// RetryDelay returns an asynq.RetryDelayFunc for asynq.Config: a task
+// that Handler hands back is retried after the delay its consumer chose
+// (consume.WithRetryDelay doubling up to WithMaxRetryDelay after a
+// failure, the snooze of outbox.Snooze, …), a task that waited for its
+// predecessor (ErrPredecessorPending) after TurnRetryDelay, and every
+// other failure after what next says (asynq.DefaultRetryDelayFunc when
+// next is nil).
 func RetryDelay(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 	if next == nil {
 		next = asynq.DefaultRetryDelayFunc
 	}
 	return func(n int, err error, t *asynq.Task) time.Duration {
-		if errors.Is(err, ErrPredecessorPending) {
+		var re *retryError
+		switch {
+		case errors.As(err, &re):
+			return re.delay
+		case errors.Is(err, ErrPredecessorPending):
 			return TurnRetryDelay
 		}
 		return next(n, err, t)
 	}
+}
+
+// IsFailure is meant for asynq.Config.IsFailure: it reports whether a
+// handler's error should count against the task's MaxRetry. A task that
+// Handler hands back counts as its consumer says: a failed run counts;
+// outbox.Unavailable, outbox.Snooze, idempotency.ErrInProgress and tasks
+// not run do not. Of other handlers' errors, those marked
+// outbox.Unavailable, idempotency.ErrInProgress and ErrPredecessorPending
+// (KeyOrder) do not count; every other non-nil error does.
+//
+//	srv := asynq.NewServer(redisOpt, asynq.Config{IsFailure: outboxasynq.IsFailure})
+//
+// asynq asks IsFailure only while the task has retries left: on its last
+// attempt (every attempt with WithMaxRetry(0)) any error archives it.
+// Handler keeps that attempt unused (see Handler).
+func IsFailure(err error) bool {
+	var re *retryError
+	if errors.As(err, &re) {
+		return re.counted
+	}
+	return err != nil && !outbox.IsUnavailable(err) && !errors.Is(err, idempotency.ErrInProgress) &&
+		!errors.Is(err, ErrPredecessorPending)
 }

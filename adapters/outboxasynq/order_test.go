@@ -15,6 +15,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxasynq"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -133,24 +134,24 @@ func TestKeyOrderAcrossWorkers(t *testing.T) {
 	log := newKeyLog()
 	mux := asynq.NewServeMux()
 	mux.Use(outboxasynq.KeyOrder(rdb, 300*time.Millisecond))
-	mux.Handle("keyed", outboxasynq.HandlerOf(func(ctx context.Context, p keyedPayload) error {
+	mux.Handle("keyed", outboxasynq.Handler(consume.HandlerOf(func(ctx context.Context, p keyedPayload) error {
 		leave := log.enter(p.Key, p.I)
 		defer leave()
 		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
 		if p.Poison {
 			return outbox.Permanent(errors.New("poisoned"))
 		}
-		if d, _ := outboxasynq.DeliveryFrom(ctx); d.Retried == 0 && rand.IntN(5) == 0 {
+		if d, _ := consume.DeliveryFrom(ctx); d.Attempt == 1 && rand.IntN(5) == 0 {
 			return errors.New("transient failure")
 		}
-		e, _ := outboxasynq.EnvelopeFrom(ctx)
+		e, _ := consume.EnvelopeFrom(ctx)
 		log.effect(p.Key, p.I, e.ID)
 		return nil
-	}))
+	}), consume.WithLogger(testLogger(t)), consume.WithRetryDelay(20*time.Millisecond)))
 	for range 2 {
 		startServer(t, addr, q, 4, mux, func(c *asynq.Config) {
 			c.IsFailure = outboxasynq.IsFailure
-			c.RetryDelayFunc = outboxasynq.RetryDelay(func(int, error, *asynq.Task) time.Duration { return 20 * time.Millisecond })
+			c.RetryDelayFunc = outboxasynq.RetryDelay(nil)
 		})
 	}
 	pub := outboxasynq.NewPublisher(newClient(t, addr), outboxasynq.WithKeyChain(rdb), outboxasynq.WithMaxRetry(3))

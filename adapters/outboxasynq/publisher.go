@@ -60,7 +60,7 @@ func NewPublisher(client *asynq.Client, opts ...Option) *Publisher {
 			cfg.Fail("nil option")
 			continue
 		}
-		o.applyPublisher(&cfg)
+		o(&cfg)
 	}
 	p := &Publisher{client: client, cfg: cfg, invalid: cfg.Err()}
 	if cfg.chainRedis != nil {

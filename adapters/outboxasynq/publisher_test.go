@@ -282,3 +282,19 @@ func TestOtherRedisErrorsAreOrdinary(t *testing.T) {
 		t.Errorf("error %v does not carry Redis's reply", err)
 	}
 }
+
+// The publisher says where it enqueues, for relay heartbeats and "outbox
+// stats".
+func TestPublisherDescribesItself(t *testing.T) {
+	client := asynq.NewClient(asynq.RedisClientOpt{Addr: "127.0.0.1:1"}) // never dialled
+	defer client.Close()
+	topic := func(e *outbox.Envelope) string { return e.Topic }
+	for pub, want := range map[relay.Describer]string{
+		outboxasynq.NewPublisher(client):                               "asynq queue default (or the event's Topic)",
+		outboxasynq.NewPublisher(client, outboxasynq.WithQueue(topic)): "asynq queue chosen by WithQueue",
+	} {
+		if got := pub.Describe(); got != want {
+			t.Errorf("Describe() = %q, want %q", got, want)
+		}
+	}
+}
