@@ -15,6 +15,7 @@ import (
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxasynq"
 	"github.com/gormoutbox/outbox/adapters/outboxredis"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
 	"github.com/gormoutbox/outbox/tests/internal/servers"
@@ -122,9 +123,13 @@ func startClusterStreamConsumers(t *testing.T, cc *redis.ClusterClient, eff *clu
 	var wg sync.WaitGroup
 	for _, s := range streams {
 		for i := range 2 {
-			c := outboxredis.NewConsumer(cc, s, "g", fmt.Sprintf("c%d", i), outboxredis.HandlerFunc(eff.handle),
+			c, err := outboxredis.NewConsumer(cc, s, "g", fmt.Sprintf("c%d", i), consume.HandlerFunc(eff.handle),
 				outboxredis.WithKeyOrder(), outboxredis.WithBlock(100*time.Millisecond), outboxredis.WithMinIdle(5*time.Second),
-				outboxredis.WithRetryDelay(100*time.Millisecond), outboxredis.WithLogger(testenv.Logger(t)))
+				consume.WithRetryDelay(100*time.Millisecond), consume.WithMaxRetryDelay(100*time.Millisecond),
+				consume.WithLogger(testenv.Logger(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
 			wg.Go(func() {
 				if err := c.Run(ctx); err != nil {
 					t.Errorf("consumer of %s: %v", s, err)
@@ -144,11 +149,11 @@ func startClusterAsynq(t *testing.T, nodes []string, eff *clusterEffects, queues
 		qs[q] = 1
 	}
 	srv := asynq.NewServer(asynq.RedisClusterClientOpt{Addrs: nodes}, asynq.Config{
-		Concurrency: 4, Queues: qs, IsFailure: outboxasynq.IsFailure, Logger: quietAsynqLogger{},
+		Concurrency: 4, Queues: qs, IsFailure: outboxasynq.IsFailure, RetryDelayFunc: outboxasynq.RetryDelay(nil), Logger: quietAsynqLogger{},
 		TaskCheckInterval: 50 * time.Millisecond, ShutdownTimeout: 5 * time.Second,
 	})
 	mux := asynq.NewServeMux()
-	mux.Handle("cluster.work", outboxasynq.Handler(eff.handle))
+	mux.Handle("cluster.work", outboxasynq.Handler(consume.HandlerFunc(eff.handle), consume.WithLogger(testenv.Logger(t))))
 	if err := srv.Start(mux); err != nil {
 		t.Fatalf("starting the asynq server: %v", err)
 	}

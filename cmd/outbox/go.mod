@@ -8,16 +8,20 @@ go 1.26.0
 replace (
 	github.com/gormoutbox/outbox => ../..
 	github.com/gormoutbox/outbox/adapters/outboxamqp => ../../adapters/outboxamqp
+	github.com/gormoutbox/outbox/adapters/outboxasynq => ../../adapters/outboxasynq
 	github.com/gormoutbox/outbox/adapters/outboxkafka => ../../adapters/outboxkafka
 	github.com/gormoutbox/outbox/adapters/outboxnats => ../../adapters/outboxnats
+	github.com/gormoutbox/outbox/adapters/outboxredis => ../../adapters/outboxredis
 )
 
 require (
 	github.com/go-sql-driver/mysql v1.8.1
 	github.com/gormoutbox/outbox v0.0.0
 	github.com/gormoutbox/outbox/adapters/outboxamqp v0.0.0
+	github.com/gormoutbox/outbox/adapters/outboxasynq v0.0.0
 	github.com/gormoutbox/outbox/adapters/outboxkafka v0.0.0
 	github.com/gormoutbox/outbox/adapters/outboxnats v0.0.0
+	github.com/gormoutbox/outbox/adapters/outboxredis v0.0.0
 	github.com/hibiken/asynq v0.26.0
 	github.com/jackc/pgx/v5 v5.10.0
 	github.com/nats-io/nats.go v1.55.0

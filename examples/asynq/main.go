@@ -37,6 +37,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxasynq"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/idempotency"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -158,28 +159,30 @@ func run(ctx context.Context, cfg config) error {
 	relayDone := make(chan error, 1)
 	go func() { relayDone <- r.Start(relayCtx) }()
 
-	// 3. The consumer: an asynq server. IdempotentTx runs the handler in a
-	//    transaction with its idempotency record, so the shipment is written
-	//    once per order whatever asynq retries or the relay redelivers.
+	// 3. The consumer: an asynq server running a handler of package
+	//    consume (the same handler runs on every broker). IdempotentTx runs
+	//    it in a transaction with its idempotency record, so the shipment is
+	//    written once per order whatever asynq retries or the relay
+	//    redelivers.
 	var runs, carrierFailures atomic.Int64
-	mux := asynq.NewServeMux()
-	mux.Use(outboxasynq.IdempotentTx(store, "shipping"))
-	mux.Handle("order.placed", outboxasynq.Handler(func(ctx context.Context, e *outbox.Envelope) error {
+	ship := consume.IdempotentTx(store, "shipping", func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
 		runs.Add(1)
 		var o Order
 		if err := e.Unmarshal(&o); err != nil {
 			return outbox.Permanent(err) // archived: retrying cannot fix it
 		}
-		if err := outboxasynq.Tx(ctx).Create(&Shipment{Run: o.Run, OrderID: o.ID}).Error; err != nil {
+		if err := tx.Create(&Shipment{Run: o.Run, OrderID: o.ID}).Error; err != nil {
 			return err
 		}
-		if o.ID%7 == 0 && e.Attempt == 1 && retried(ctx) == 0 {
+		if d, _ := consume.DeliveryFrom(ctx); o.ID%7 == 0 && d.Attempt == 1 {
 			carrierFailures.Add(1)
 			// The write above rolls back with the error; asynq retries.
 			return fmt.Errorf("carrier API timed out for order %d", o.ID)
 		}
 		return nil
-	}, outboxasynq.WithLogger(log)))
+	})
+	mux := asynq.NewServeMux()
+	mux.Handle("order.placed", outboxasynq.Handler(ship, consume.WithLogger(log), consume.WithRetryDelay(200*time.Millisecond)))
 	asynqLevel := asynq.ErrorLevel
 	if cfg.verbose {
 		asynqLevel = asynq.DebugLevel
@@ -188,7 +191,7 @@ func run(ctx context.Context, cfg config) error {
 		Concurrency:              4,
 		Queues:                   map[string]int{cfg.queue: 1},
 		IsFailure:                outboxasynq.IsFailure,
-		RetryDelayFunc:           func(int, error, *asynq.Task) time.Duration { return 200 * time.Millisecond },
+		RetryDelayFunc:           outboxasynq.RetryDelay(nil), // the handler's delays
 		DelayedTaskCheckInterval: 200 * time.Millisecond,
 		LogLevel:                 asynqLevel,
 	})
@@ -279,11 +282,6 @@ func run(ctx context.Context, cfg config) error {
 }
 
 // retried is how many times asynq has retried the task being handled.
-func retried(ctx context.Context) int {
-	n, _ := asynq.GetRetryCount(ctx)
-	return n
-}
-
 // openDB opens PostgreSQL for a postgres:// URL, else SQLite; with no DSN,
 // a SQLite file in a temporary directory, removed by the returned func.
 func openDB(dsn string) (*gorm.DB, func(), error) {

@@ -5,13 +5,17 @@ go 1.26.0
 replace (
 	github.com/gormoutbox/outbox => ../..
 	github.com/gormoutbox/outbox/adapters/outboxamqp => ../../adapters/outboxamqp
+	github.com/gormoutbox/outbox/adapters/outboxasynq => ../../adapters/outboxasynq
 	github.com/gormoutbox/outbox/adapters/outboxnats => ../../adapters/outboxnats
+	github.com/gormoutbox/outbox/adapters/outboxredis => ../../adapters/outboxredis
+	github.com/gormoutbox/outbox/tests => ../
 )
 
 require (
 	github.com/gormoutbox/outbox v0.0.0
 	github.com/gormoutbox/outbox/adapters/outboxamqp v0.0.0
 	github.com/gormoutbox/outbox/adapters/outboxnats v0.0.0
+	github.com/gormoutbox/outbox/tests v0.0.0 // tests/internal/servers, in the fault suite's module
 	github.com/nats-io/nats.go v1.55.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	gorm.io/driver/postgres v1.6.3

@@ -19,6 +19,7 @@ import (
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxasynq"
 	"github.com/gormoutbox/outbox/adapters/outboxredis"
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/idempotency"
 )
 
@@ -79,7 +80,7 @@ func (c *Consumers) Dead() int {
 }
 
 // StartAsynqServers starts n asynq servers on the queue, whose handler
-// writes each event's effect under outboxasynq.IdempotentTx (exactly once).
+// writes each event's effect under consume.IdempotentTx (exactly once).
 // They stop when t ends.
 func StartAsynqServers(t testing.TB, db *gorm.DB, redisAddr string, n int) *Consumers {
 	t.Helper()
@@ -148,17 +149,17 @@ func startAsynqServer(store *idempotency.Store, redisAddr, name string) (*asynq.
 		Concurrency:              8,
 		Queues:                   map[string]int{QueueName: 1},
 		IsFailure:                outboxasynq.IsFailure,
-		RetryDelayFunc:           func(int, error, *asynq.Task) time.Duration { return 300 * time.Millisecond },
+		RetryDelayFunc:           outboxasynq.RetryDelay(func(int, error, *asynq.Task) time.Duration { return 300 * time.Millisecond }),
 		Logger:                   quietAsynq{},
 		ShutdownTimeout:          5 * time.Second,
 		TaskCheckInterval:        100 * time.Millisecond,
 		DelayedTaskCheckInterval: 500 * time.Millisecond,
 	})
 	mux := asynq.NewServeMux()
-	mux.Use(outboxasynq.IdempotentTx(store, HandlerName))
-	h := outboxasynq.Handler(func(ctx context.Context, e *outbox.Envelope) error {
-		return b.handle(ctx, outboxasynq.Tx(ctx), e, nil)
-	})
+	h := outboxasynq.Handler(consume.IdempotentTx(store, HandlerName, func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
+		return b.handle(ctx, tx, e, nil)
+	}), consume.WithLogger(newLogger(io.Discard, slog.LevelError)), consume.WithRetryDelay(300*time.Millisecond),
+		consume.WithMaxRetryDelay(300*time.Millisecond))
 	mux.Handle(TypeWork, h)
 	mux.Handle(TypeProbe, h)
 	if err := srv.Start(mux); err != nil {
@@ -179,7 +180,7 @@ func (quietAsynq) Fatal(args ...any) {
 }
 
 // StartStreamConsumers starts n consumers of the stream in one group,
-// whose handler writes each event's effect under outboxredis.IdempotentTx
+// whose handler writes each event's effect under consume.IdempotentTx
 // (exactly once). They stop when t ends.
 func StartStreamConsumers(t testing.TB, db *gorm.DB, redisAddr string, n int) *Consumers {
 	t.Helper()
@@ -194,18 +195,21 @@ func StartStreamConsumers(t testing.TB, db *gorm.DB, redisAddr string, n int) *C
 		name := fmt.Sprintf("stream-%d", i)
 		b := Behavior{Worker: name}
 		rdb := redis.NewClient(redisOptions(redisAddr))
-		h := outboxredis.IdempotentTx(store, HandlerName, func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
+		h := consume.IdempotentTx(store, HandlerName, func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
 			return b.handle(ctx, tx, e, nil)
 		})
-		cons := outboxredis.NewConsumer(rdb, StreamName, GroupName, name, h,
+		cons, err := outboxredis.NewConsumer(rdb, StreamName, GroupName, name, h,
 			outboxredis.WithBlock(500*time.Millisecond), outboxredis.WithMinIdle(10*time.Second),
-			outboxredis.WithRetryDelay(300*time.Millisecond), outboxredis.WithLogger(testLogger(t)),
-			outboxredis.WithDeadLetterStream(StreamName+":dead"),
-			outboxredis.WithOnDead(func(context.Context, outboxredis.DeadMessage) {
+			consume.WithRetryDelay(300*time.Millisecond), consume.WithMaxRetryDelay(300*time.Millisecond),
+			consume.WithLogger(testLogger(t)), outboxredis.WithDeadLetterStream(StreamName+":dead"),
+			consume.WithOnDead(func(context.Context, consume.DeadLetter) {
 				c.mu.Lock()
 				c.dead++
 				c.mu.Unlock()
 			}))
+		if err != nil {
+			t.Fatal(err)
+		}
 		wg.Go(func() {
 			defer rdb.Close()
 			if err := cons.Run(ctx); err != nil {
