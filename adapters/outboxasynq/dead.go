@@ -21,11 +21,6 @@ type DeadLetters struct {
 	queue string
 }
 
-var (
-	_ consume.DeadLetterReader   = (*DeadLetters)(nil)
-	_ consume.DeadLetterReplayer = (*DeadLetters)(nil)
-)
-
 // NewDeadLetters returns the reader of queue's archive in rdb, asynq's
 // Redis.
 func NewDeadLetters(rdb redis.UniversalClient, queue string) *DeadLetters {

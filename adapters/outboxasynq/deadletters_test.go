@@ -18,6 +18,12 @@ import (
 	"github.com/gormoutbox/outbox/internal/testenv"
 )
 
+// The admin page and the CLI take them as consume's interfaces.
+var _ interface {
+	consume.DeadLetterReader
+	consume.DeadLetterReplayer
+} = (*outboxasynq.DeadLetters)(nil)
+
 // A queue's archive read back a page at a time, oldest first, and
 // replayed: the replayed tasks run again and leave the archive; an id that
 // is not an archived task is skipped.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/internal/adapterkit/redisdown"
+	"github.com/gormoutbox/outbox/internal/optionerr"
 )
 
 // DefaultQueue is asynq's default queue, used for events without a Topic.
@@ -55,13 +56,7 @@ func NewPublisher(client *asynq.Client, opts ...Option) *Publisher {
 	if client == nil {
 		cfg.Fail("asynq client is nil")
 	}
-	for _, o := range opts {
-		if o == nil {
-			cfg.Fail("nil option")
-			continue
-		}
-		o(&cfg)
-	}
+	optionerr.Apply(&cfg, &cfg.Errors, opts)
 	p := &Publisher{client: client, cfg: cfg, invalid: cfg.Err()}
 	if cfg.chainRedis != nil {
 		p.chain = &chain{rdb: cfg.chainRedis, insp: asynq.NewInspectorFromRedisClient(cfg.chainRedis)}

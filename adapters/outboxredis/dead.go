@@ -48,11 +48,6 @@ type DeadLetters struct {
 	stream string
 }
 
-var (
-	_ consume.DeadLetterReader   = (*DeadLetters)(nil)
-	_ consume.DeadLetterReplayer = (*DeadLetters)(nil)
-)
-
 // NewDeadLetters returns the reader of the dead-letter stream deadStream.
 func NewDeadLetters(rdb redis.UniversalClient, deadStream string) *DeadLetters {
 	return &DeadLetters{rdb: rdb, stream: deadStream}

@@ -15,6 +15,12 @@ import (
 	"github.com/gormoutbox/outbox/consume"
 )
 
+// The admin page and the CLI take them as consume's interfaces.
+var _ interface {
+	consume.DeadLetterReader
+	consume.DeadLetterReplayer
+} = (*outboxredis.DeadLetters)(nil)
+
 // The dead-letter stream read back a page at a time, oldest first, and
 // replayed: the replayed messages are consumed again, and leave the dead
 // letter; an id no longer there is skipped.

@@ -36,13 +36,7 @@ var (
 func NewStreamPublisher(rdb redis.UniversalClient, opts ...Option) *StreamPublisher {
 	cfg := pubConfig{source: outbox.DefaultSource, defaultStream: DefaultStream, logger: slog.Default(),
 		Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
-	for _, o := range opts {
-		if o == nil {
-			cfg.Fail("nil option")
-			continue
-		}
-		o(&cfg)
-	}
+	optionerr.Apply(&cfg, &cfg.Errors, opts)
 	if rdb == nil {
 		cfg.Fail("nil redis client")
 	} else if cfg.waitReplicas > 0 {

@@ -39,3 +39,15 @@ func (o *Errors) Add(err error) {
 
 // Err returns the errors recorded, joined, or nil.
 func (o *Errors) Err() error { return errors.Join(o.errs...) }
+
+// Apply applies opts, functions of the configuration c, in order; a nil
+// option is recorded as a failure in errs.
+func Apply[C any, O ~func(*C)](c *C, errs *Errors, opts []O) {
+	for _, o := range opts {
+		if o == nil {
+			errs.Fail("nil option")
+			continue
+		}
+		o(c)
+	}
+}

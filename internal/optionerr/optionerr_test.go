@@ -21,3 +21,15 @@ func TestErrorsJoinEveryFailure(t *testing.T) {
 		t.Errorf("Err() = %v", err)
 	}
 }
+
+func TestApplyRecordsNilOptions(t *testing.T) {
+	type config struct {
+		n int
+		Errors
+	}
+	c := config{Errors: Errors{Sentinel: errors.New("pkg: invalid option")}}
+	Apply(&c, &c.Errors, []func(*config){func(c *config) { c.n++ }, nil, func(c *config) { c.n += 10 }})
+	if c.n != 11 || c.Err() == nil || !strings.Contains(c.Err().Error(), "nil option") {
+		t.Errorf("n %d, err %v; want 11 and the nil option reported", c.n, c.Err())
+	}
+}
