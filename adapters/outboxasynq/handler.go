@@ -76,7 +76,7 @@ type Task struct {
 // consume.ErrInvalidOption) for a nil h or a bad option, as
 // asynq.ServeMux.Handle does for a nil handler.
 func Handler(h consume.Handler, opts ...consume.Option) asynq.Handler {
-	err := consume.ApplyTransportOptions(&struct{}{}, opts)
+	err := consume.ApplyTransportOptions(&handlerConfig{}, opts)
 	var rh consume.Handler
 	if h != nil {
 		rh = recorder{h}
@@ -87,6 +87,10 @@ func Handler(h consume.Handler, opts ...consume.Option) asynq.Handler {
 	}
 	return &handler{c: c, maxDeliveries: consume.SettingsOf(opts...).MaxDeliveries}
 }
+
+// handlerConfig is Handler's own configuration: none yet, so that an
+// option of another adapter is reported.
+type handlerConfig struct{}
 
 // handler runs a consume.Consumer's policy on each task.
 type handler struct {

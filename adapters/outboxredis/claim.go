@@ -17,7 +17,8 @@ import (
 // pendingRef is a pending entry of this consumer found due.
 type pendingRef struct {
 	id         string
-	deliveries int64 // Redis's count, when listed (0: not known yet)
+	deliveries int64     // Redis's count, when listed (0: not known yet)
+	at         time.Time // when it became due
 }
 
 // claimRound returns this consumer's pending entries that are due: those
@@ -89,8 +90,9 @@ func (t *transport) listOwn(ctx context.Context) ([]redis.XPendingExt, error) {
 }
 
 // dueEntries returns, in entry order, up to WithCount entries that are
-// due: known ones whose due time has passed, and listed ones it does not
-// know of that have been idle for the retry delay (held from here on).
+// due, those due the longest first: known ones whose due time has passed,
+// and listed ones it does not know of that have been idle for the retry
+// delay (held from here on).
 func (t *transport) dueEntries(now time.Time, listed []redis.XPendingExt) []pendingRef {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -100,16 +102,18 @@ func (t *transport) dueEntries(now time.Time, listed []redis.XPendingExt) []pend
 		counts[p.ID] = p.RetryCount
 		if _, known := t.due[p.ID]; !known && p.Idle >= t.retryDelay {
 			t.keep.hold(now.Add(-p.Idle), p.ID)
-			due = append(due, pendingRef{id: p.ID, deliveries: p.RetryCount})
+			due = append(due, pendingRef{id: p.ID, deliveries: p.RetryCount, at: now.Add(t.retryDelay - p.Idle)})
 		}
 	}
 	for id, at := range t.due {
 		if !at.After(now) {
-			due = append(due, pendingRef{id: id, deliveries: counts[id]})
+			due = append(due, pendingRef{id: id, deliveries: counts[id], at: at})
 		}
 	}
+	slices.SortFunc(due, func(a, b pendingRef) int { return cmp.Or(a.at.Compare(b.at), compareIDs(a.id, b.id)) })
+	due = due[:min(int64(len(due)), t.cfg.count)]
 	slices.SortFunc(due, func(a, b pendingRef) int { return compareIDs(a.id, b.id) })
-	return due[:min(int64(len(due)), t.cfg.count)]
+	return due
 }
 
 // fetch reads the fields of the due entries (XRANGE, which counts no

@@ -64,6 +64,7 @@ type transport struct {
 	cursor     string    // XAUTOCLAIM's next start
 	nextClaim  time.Time // next look for entries to adopt and unknown pending ones
 	more       bool      // the last look came back full: look again at once
+	readNext   bool      // the last Receive returned due entries: read new ones now
 	keep       *keeper   // the entries this consumer holds, kept from being adopted
 
 	mu  sync.Mutex
@@ -85,7 +86,8 @@ func (t *transport) Outage(err error) bool { return redisdown.Outage(context.Bac
 // Receive makes the group if needed, then returns the entries of its own
 // that are due again (handed back, left by an earlier run, or adopted
 // from a consumer presumed dead), or else reads new ones (XREADGROUP),
-// waiting up to WithBlock (less when something is due sooner).
+// waiting up to WithBlock (less when something is due sooner). After due
+// entries it reads new ones, so that retries do not hold up the stream.
 func (t *transport) Receive(ctx context.Context) ([]consume.Message, error) {
 	if t.keep == nil {
 		t.keep = newKeeper(t)
@@ -96,10 +98,14 @@ func (t *transport) Receive(ctx context.Context) ([]consume.Message, error) {
 		}
 		t.groupReady = true
 	}
-	msgs, err := t.claimRound(ctx, time.Now())
-	if err != nil || len(msgs) > 0 {
-		return msgs, t.failed(err)
+	if !t.readNext {
+		msgs, err := t.claimRound(ctx, time.Now())
+		if err != nil || len(msgs) > 0 {
+			t.readNext = len(msgs) > 0 // new entries next, however many are due
+			return msgs, t.failed(err)
+		}
 	}
+	t.readNext = false
 	block := min(t.cfg.block, max(time.Until(t.wake()), time.Millisecond))
 	if t.more {
 		block = -1 // no BLOCK: there is more to claim
@@ -109,7 +115,7 @@ func (t *transport) Receive(ctx context.Context) ([]consume.Message, error) {
 	if err != nil {
 		return nil, t.failed(err)
 	}
-	msgs = make([]consume.Message, len(read))
+	msgs := make([]consume.Message, len(read))
 	for i, m := range read {
 		t.keep.hold(readAt, m.ID)
 		msgs[i] = &message{t: t, id: m.ID, values: m.Values, deliveries: 1, counted: true}
