@@ -17,8 +17,7 @@ import (
 // pendingRef is a pending entry of this consumer found due.
 type pendingRef struct {
 	id         string
-	deliveries int64     // Redis's count, when listed (0: not known yet)
-	at         time.Time // when it became due
+	deliveries int64 // Redis's count, when listed (0: not known until claimed)
 }
 
 // claimRound returns this consumer's pending entries that are due: those
@@ -40,12 +39,9 @@ func (t *transport) claimRound(ctx context.Context, now time.Time) ([]consume.Me
 		if listed, err = t.listOwn(ctx); err != nil {
 			return nil, err
 		}
-		t.more = full
+		t.more = full || t.listFrom != "-"
 	}
 	due := t.dueEntries(now, listed)
-	if int64(len(due)) == t.cfg.count {
-		t.more = true
-	}
 	if len(due) == 0 {
 		return nil, nil
 	}
@@ -66,7 +62,7 @@ func (t *transport) adopt(ctx context.Context, now time.Time) (full bool, err er
 	t.cursor = next
 	for _, id := range got {
 		t.keep.hold(now, id)
-		t.setDue(id, now)
+		t.setDue(id, now, false)
 	}
 	if len(got) > 0 {
 		t.log.Info("outboxredis: adopted messages idle too long; handling them here", "messages", len(got), "min_idle", t.cfg.minIdle)
@@ -74,46 +70,54 @@ func (t *transport) adopt(ctx context.Context, now time.Time) (full bool, err er
 	return int64(len(got)) == t.cfg.count, nil
 }
 
-// listOwn lists this consumer's pending entries: all those it knows of
-// (handed back, waiting for their delay), and up to WithCount more.
+// listOwn lists up to WithCount of this consumer's pending entries idle for
+// the retry delay, from where its last listing ended: over a few looks it
+// sees them all, however many it holds. Those it knows of (held, their
+// idle time reset by the keeper, or due at a time of their own) are left
+// to their due time; the others were left by an earlier run or read by a
+// command whose reply was lost.
 func (t *transport) listOwn(ctx context.Context) ([]redis.XPendingExt, error) {
-	t.mu.Lock()
-	n := min(t.cfg.count+int64(len(t.due)), 10000)
-	t.mu.Unlock()
 	p, err := t.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream: t.stream, Group: t.group, Consumer: t.name, Start: "-", End: "+", Count: n,
+		Stream: t.stream, Group: t.group, Consumer: t.name, Idle: t.retryDelay, Start: t.listFrom, End: "+", Count: t.cfg.count,
 	}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("outboxredis: XPENDING %s: %w", t.stream, err)
 	}
+	t.listFrom = "-"
+	if int64(len(p)) == t.cfg.count {
+		t.listFrom = "(" + p[len(p)-1].ID
+	}
 	return p, nil
 }
 
-// dueEntries returns, in entry order, up to WithCount entries that are
-// due, those due the longest first: known ones whose due time has passed,
-// and listed ones it does not know of that have been idle for the retry
-// delay (held from here on).
+// dueEntries returns the first WithCount entries, in entry order, that
+// are due: known ones whose due time has passed (in key order, those
+// handed back without a delay at the next poll, see setDue), and listed
+// ones it does not know of (held from here on). The lowest ids first, not
+// those due the longest: in key order the group's lowest pending entry is
+// a key's head, which can always run, so each consumer taking its lowest
+// ones first keeps every key moving.
 func (t *transport) dueEntries(now time.Time, listed []redis.XPendingExt) []pendingRef {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var due []pendingRef
-	counts := make(map[string]int64, len(listed))
 	for _, p := range listed {
-		counts[p.ID] = p.RetryCount
-		if _, known := t.due[p.ID]; !known && p.Idle >= t.retryDelay {
+		if _, known := t.due[p.ID]; !known {
 			t.keep.hold(now.Add(-p.Idle), p.ID)
-			due = append(due, pendingRef{id: p.ID, deliveries: p.RetryCount, at: now.Add(t.retryDelay - p.Idle)})
+			due = append(due, pendingRef{id: p.ID, deliveries: p.RetryCount})
 		}
 	}
+	poll := !now.Before(t.nextPoll)
 	for id, at := range t.due {
-		if !at.After(now) {
-			due = append(due, pendingRef{id: id, deliveries: counts[id], at: at})
+		if at.IsZero() && poll || !at.IsZero() && !at.After(now) {
+			due = append(due, pendingRef{id: id})
 		}
 	}
-	slices.SortFunc(due, func(a, b pendingRef) int { return cmp.Or(a.at.Compare(b.at), compareIDs(a.id, b.id)) })
-	due = due[:min(int64(len(due)), t.cfg.count)]
+	if poll {
+		t.nextPoll = now.Add(t.orderPoll())
+	}
 	slices.SortFunc(due, func(a, b pendingRef) int { return compareIDs(a.id, b.id) })
-	return due
+	return due[:min(int64(len(due)), t.cfg.count)]
 }
 
 // fetch reads the fields of the due entries (XRANGE, which counts no
@@ -154,6 +158,9 @@ func (t *transport) wake() time.Time {
 	defer t.mu.Unlock()
 	w := t.nextClaim
 	for _, at := range t.due {
+		if at.IsZero() {
+			at = t.nextPoll
+		}
 		if at.Before(w) {
 			w = at
 		}
@@ -161,11 +168,26 @@ func (t *transport) wake() time.Time {
 	return w
 }
 
-// setDue makes a held entry due again at at.
-func (t *transport) setDue(id string, at time.Time) {
+// setDue makes a held entry due again at at. In key order, an entry handed
+// back without a delay (it waited for its predecessor, or came after one
+// of its key that did not succeed) is due at the next poll, every
+// orderPoll, or at once after an acknowledgement (progress): each poll
+// looks at the lowest of them, the keys' heads, not at each on its own
+// clock (which would keep checking entries still waiting).
+func (t *transport) setDue(id string, at time.Time, wait bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if wait && t.cfg.keyOrder {
+		at = time.Time{}
+	}
 	t.due[id] = at
+}
+
+// progress makes the next poll of the waiting entries due at once.
+func (t *transport) progress() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.nextPoll = time.Time{}
 }
 
 // taken removes a due entry from the ones waiting, when it is received.

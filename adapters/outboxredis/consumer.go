@@ -40,7 +40,7 @@ func NewConsumer(rdb redis.UniversalClient, stream, group, consumer string, h co
 		cfg.claimInterval = max(min(cfg.minIdle, s.RetryDelay, 20*time.Second)/2, time.Millisecond)
 	}
 	t := &transport{rdb: rdb, stream: stream, group: group, name: consumer, cfg: cfg,
-		retryDelay: s.RetryDelay, excusedKey: ExcusedKey(stream, group), cursor: "0-0", due: map[string]time.Time{},
+		retryDelay: s.RetryDelay, excusedKey: ExcusedKey(stream, group), cursor: "0-0", listFrom: "-", due: map[string]time.Time{},
 		log: s.Logger.With(slog.String("stream", stream), slog.String("group", group), slog.String("consumer", consumer))}
 	c, err := consume.New(t, h, opts...)
 	if err := errors.Join(append(errs, err)...); err != nil {
@@ -62,13 +62,15 @@ type transport struct {
 	// Used by Receive's goroutine only (and Close, after the last Receive):
 	groupReady bool
 	cursor     string    // XAUTOCLAIM's next start
+	listFrom   string    // the next listing's start (listOwn)
 	nextClaim  time.Time // next look for entries to adopt and unknown pending ones
 	more       bool      // the last look came back full: look again at once
 	readNext   bool      // the last Receive returned due entries: read new ones now
 	keep       *keeper   // the entries this consumer holds, kept from being adopted
 
-	mu  sync.Mutex
-	due map[string]time.Time // held entries handed back (Retry), by when they are due again
+	mu       sync.Mutex
+	due      map[string]time.Time // held entries handed back (Retry), by when they are due again (zero: at the next poll)
+	nextPoll time.Time            // in key order, when the entries handed back without a delay are due
 }
 
 // System implements consume.Transport.

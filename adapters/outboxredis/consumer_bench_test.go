@@ -24,7 +24,15 @@ func BenchmarkConsumerKeyOrder(b *testing.B) {
 	benchConsumer(b, []outboxredis.Option{outboxredis.WithKeyChain()}, []consume.Option{outboxredis.WithKeyOrder()})
 }
 
-func benchConsumer(b *testing.B, pubOpts []outboxredis.Option, conOpts []consume.Option) {
+// BenchmarkConsumerKeyOrderTwoConsumers is BenchmarkConsumerKeyOrder with
+// two consumers of the group: a key's entries alternate between them, so
+// that most wait for a predecessor the other one holds.
+func BenchmarkConsumerKeyOrderTwoConsumers(b *testing.B) {
+	benchConsumer(b, []outboxredis.Option{outboxredis.WithKeyChain()}, []consume.Option{outboxredis.WithKeyOrder(),
+		consume.WithRetryDelay(100 * time.Millisecond), outboxredis.WithMinIdle(5 * time.Second)}, "c1")
+}
+
+func benchConsumer(b *testing.B, pubOpts []outboxredis.Option, conOpts []consume.Option, more ...string) {
 	const n = 5000
 	rdb := newRedis(b)
 	for range b.N {
@@ -43,13 +51,18 @@ func benchConsumer(b *testing.B, pubOpts []outboxredis.Option, conOpts []consume
 		}
 		var handled atomic.Int64
 		h := consume.HandlerFunc(func(context.Context, *outbox.Envelope) error { handled.Add(1); return nil })
-		c := newConsumer(b, rdb, stream, "g", "c", h, append(conOpts,
-			consume.WithLogger(testLogger(b)), outboxredis.WithCount(100), outboxredis.WithBlock(10*time.Millisecond))...)
 		start := time.Now()
-		stop := run(b, c)
+		var stops []func()
+		for _, name := range append([]string{"c"}, more...) {
+			c := newConsumer(b, rdb, stream, "g", name, h, append(conOpts,
+				consume.WithLogger(testLogger(b)), outboxredis.WithCount(100), outboxredis.WithBlock(10*time.Millisecond))...)
+			stops = append(stops, run(b, c))
+		}
 		eventually(b, 5*time.Minute, "the backlog handled", func() bool { return handled.Load() >= n })
 		elapsed := time.Since(start)
-		stop()
+		for _, stop := range stops {
+			stop()
+		}
 		b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
 	}
 }

@@ -131,8 +131,9 @@ func WithDeadLetterStream(stream string) consume.Option {
 // waits, pending and uncounted, until that predecessor is no longer
 // pending in the group, that is, until it was handled or went dead.
 // Entries of other keys, and entries without a predecessor, are handled
-// as they come. A waiting entry is checked again every 100ms (or the
-// retry delay, if shorter) while the consumer runs.
+// as they come. The waiting entries are looked at again, the lowest first,
+// every 100ms (or the retry delay, if shorter) and at once after the
+// consumer acknowledged one.
 //
 // The cost: one XPENDING per keyed entry; a key whose entry fails waits
 // for its retries (consume.WithRetryDelay) and, if it goes dead, for its

@@ -137,15 +137,20 @@ func (m *message) Attributes() []attribute.KeyValue {
 		semconv.RedisDeliveryCount.Int64(m.deliveries)}
 }
 
-// Ack acknowledges the entry and forgets its excused deliveries.
+// Ack acknowledges the entry and forgets its excused deliveries; in key
+// order, the entries waiting are looked at again at once.
 func (m *message) Ack(ctx context.Context) error {
 	defer m.t.forget(m.id)
+	if m.t.cfg.keyOrder {
+		defer m.t.progress()
+	}
 	return m.t.ack(ctx, m.id)
 }
 
 // Retry leaves the entry pending, held by this consumer, due again after
-// delay (at least the key-order poll, 100ms or the retry delay if shorter,
-// when 0). A delivery that does not count is recorded as excused (see
+// delay (at least the key-order poll, 100ms or the retry delay if shorter;
+// in key order an entry released without a delay at the next poll, see
+// setDue). A delivery that does not count is recorded as excused (see
 // ExcusedKey) when Redis counted it. An entry another consumer adopted
 // meanwhile is left to it.
 func (m *message) Retry(ctx context.Context, delay time.Duration, counted bool) error {
@@ -154,7 +159,7 @@ func (m *message) Retry(ctx context.Context, delay time.Duration, counted bool) 
 		t.forget(m.id)
 		return nil
 	}
-	t.setDue(m.id, time.Now().Add(max(delay, t.orderPoll())))
+	t.setDue(m.id, time.Now().Add(max(delay, t.orderPoll())), delay == 0 && !counted)
 	if counted || !m.counted {
 		return nil
 	}
