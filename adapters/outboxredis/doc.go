@@ -59,7 +59,9 @@
 //   - A message handed back (a failed run, an uncounted one, or one that
 //     waited) stays pending, held by this consumer, and is due again after
 //     its own delay: the retry delay for a failure (doubling), the snooze of
-//     outbox.Snooze. The due time is kept in memory: after a restart under
+//     outbox.Snooze (in key order, one waiting for its predecessor is looked
+//     at again with the others, see WithKeyOrder). Due entries are taken
+//     lowest id first. The due time is kept in memory: after a restart under
 //     the same name, the consumer finds its pending messages with XPENDING
 //     and retries them once idle for the retry delay (consume.WithRetryDelay).
 //     A due message is claimed again (XCLAIM, which counts a delivery) only
