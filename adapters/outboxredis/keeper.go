@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // keeper keeps the entries this consumer holds (those of a batch waiting
@@ -24,8 +26,7 @@ type keeper struct {
 	mu   sync.Mutex
 	held map[string]time.Time // entry id → when its idle time was last reset (before the command)
 	lost map[string]bool      // held entries another consumer owns now
-	stop chan struct{}
-	done chan struct{}
+	stop func()               // adapterkit.Every's
 }
 
 // ownScript resets the idle time of the entries (ARGV[3…]) of the group
@@ -58,28 +59,13 @@ return 1
 
 // newKeeper starts keeping t's held entries until close.
 func newKeeper(t *transport) *keeper {
-	k := &keeper{t: t, held: map[string]time.Time{}, lost: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(k.done)
-		tick := time.NewTicker(max(t.cfg.minIdle/3, time.Millisecond))
-		defer tick.Stop()
-		for {
-			select {
-			case <-k.stop:
-				return
-			case <-tick.C:
-				k.refresh()
-			}
-		}
-	}()
+	k := &keeper{t: t, held: map[string]time.Time{}, lost: map[string]bool{}}
+	k.stop = adapterkit.Every(max(t.cfg.minIdle/3, time.Millisecond), k.refresh)
 	return k
 }
 
 // close stops the keeper, and returns once no refresh is running.
-func (k *keeper) close() {
-	close(k.stop)
-	<-k.done
-}
+func (k *keeper) close() { k.stop() }
 
 // hold keeps id, whose idle time was reset (delivered or claimed to this
 // consumer) at the earliest at since.
