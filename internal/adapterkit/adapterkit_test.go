@@ -92,16 +92,3 @@ func TestCallRecoversAPanic(t *testing.T) {
 		t.Errorf("Call: %v", err)
 	}
 }
-
-func TestDecodePayload(t *testing.T) {
-	bad := errors.New("bad payload")
-	type order struct{ N int }
-	v, err := DecodePayload[order](&outbox.Envelope{Payload: []byte(`{"N":3}`)}, bad)
-	if err != nil || v.N != 3 {
-		t.Errorf("decoded %v, %v", v, err)
-	}
-	_, err = DecodePayload[order](&outbox.Envelope{ID: "e", Payload: []byte(`[`)}, bad)
-	if !errors.Is(err, bad) || !outbox.IsPermanent(err) {
-		t.Errorf("undecodable: %v", err)
-	}
-}

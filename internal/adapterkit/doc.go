@@ -10,8 +10,14 @@
 //   - RetryStep, NextPause and Sleep: the consumers' backoff;
 //   - Process, the consumer span around a handler (its attribute names
 //     are those of package internal/semconv);
-//   - DecodePayload and the envelope in a handler's context, for the typed
-//     handlers.
+//   - CheckEnvelope: an envelope upcast and checked by a registry;
+//   - Collect, Every and EncodeEnvelope: the receive loop, the keepers'
+//     ticker and the envelope's encoding that transports and publishers
+//     share.
+//
+// The consumer's policy (handlers, typed handlers, idempotency, outcomes)
+// is package consume's, public; this package holds what only the
+// adapters' own code needs.
 //
 // Options record their errors with package internal/optionerr, which the
 // relay and the idempotency store share. It is internal: nothing here is
