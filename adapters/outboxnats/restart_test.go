@@ -65,7 +65,7 @@ func TestBrokerRestart(t *testing.T) {
 		c, err := outboxnats.NewConsumer(js, stream, "restart", consume.IdempotentTx(store, "consumer",
 			func(ctx context.Context, tx *gorm.DB, e *outbox.Envelope) error {
 				return tx.Create(&effect{EventID: e.ID}).Error
-			}), consumerOpts(t, outboxnats.WithBatch(50))...)
+			}), consumerOpts(t, outboxnats.WithBatch(50), outboxnats.WithAckWait(5*time.Second))...) // a message whose ack the restart lost comes back after 5s, not the default 30s
 		must(t, err)
 		stopConsumer := run(t, c)
 
