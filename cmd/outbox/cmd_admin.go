@@ -31,25 +31,26 @@ func runAdmin(ctx context.Context, c *cli, args []string) error {
 			"events, and a warning says so at start.\n\n"+
 			"Only requests whose Host is a loopback address, localhost or a name given to\n"+
 			"--allow-host are answered (403 otherwise): a web page cannot reach the admin page\n"+
-			"through DNS rebinding. Behind a proxy, allow the name it forwards.")
+			"through DNS rebinding. Behind a proxy, allow the name it forwards.\n\n"+
+			"With --dead-letters, the Consumers page lists each consumer's dead letter beside the\n"+
+			"outbox's dead events (the overview names those holding messages), and replays a\n"+
+			"message, confirmed first, unless --read-only.\n\n"+deadLettersHelp)
 	var hosts stringList
 	f.fs.Var(&hosts, "allow-host", "also answer requests for this `host` (name[:port], repeatable; * for any, with authentication only)")
 	listen := f.fs.String("listen", "127.0.0.1:8080", "serve on this `address`")
 	prefix := f.fs.String("prefix", "", "serve under this `path`, e.g. /outbox")
 	readOnly := f.fs.Bool("read-only", false, "refuse every change (GET only)")
+	dlValues := f.withDeadLetters()
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	user, password := c.getenv(adminUserEnv), c.getenv(adminPasswordEnv)
-	c.secrets.add(password)
-	if (user == "") != (password == "") {
-		return usagef("set both %s and %s, or neither", adminUserEnv, adminPasswordEnv)
+	sources, err := f.deadLetters(*dlValues)
+	if err != nil {
+		return err
 	}
-	if user == "" && !loopback(*listen) {
-		return usagef("--listen %s is not a loopback address: set %s and %s (basic authentication)", *listen, adminUserEnv, adminPasswordEnv)
-	}
-	if user == "" && slices.Contains(hosts, "*") {
-		return usagef("--allow-host * answers any host, which lets a web page reach the admin page through DNS rebinding: set %s and %s (basic authentication), or allow names", adminUserEnv, adminPasswordEnv)
+	user, password, err := adminCredentials(c, *listen, hosts)
+	if err != nil {
+		return err
 	}
 	db, err := f.open(ctx)
 	if err != nil {
@@ -57,6 +58,9 @@ func runAdmin(ctx context.Context, c *cli, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(c.stderr, nil))
 	opts := []admin.Option{admin.WithTable(f.table), admin.WithPrefix(*prefix), admin.WithLogger(log), admin.WithAllowedHosts(hosts...)}
+	for _, s := range sources {
+		opts = append(opts, admin.WithDeadLetters(s.name, s))
+	}
 	if *readOnly {
 		opts = append(opts, admin.WithReadOnly())
 	}
@@ -74,6 +78,22 @@ func runAdmin(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	return serveAdmin(ctx, c, *listen, strings.TrimRight(*prefix, "/"), h)
+}
+
+// adminCredentials returns the basic authentication's credentials, and
+// refuses to serve without them beyond loopback.
+func adminCredentials(c *cli, listen string, hosts []string) (user, password string, err error) {
+	user, password = c.getenv(adminUserEnv), c.getenv(adminPasswordEnv)
+	c.secrets.add(password)
+	switch {
+	case (user == "") != (password == ""):
+		return "", "", usagef("set both %s and %s, or neither", adminUserEnv, adminPasswordEnv)
+	case user == "" && !loopback(listen):
+		return "", "", usagef("--listen %s is not a loopback address: set %s and %s (basic authentication)", listen, adminUserEnv, adminPasswordEnv)
+	case user == "" && slices.Contains(hosts, "*"):
+		return "", "", usagef("--allow-host * answers any host, which lets a web page reach the admin page through DNS rebinding: set %s and %s (basic authentication), or allow names", adminUserEnv, adminPasswordEnv)
+	}
+	return user, password, nil
 }
 
 // serveAdmin serves h on addr until ctx ends.

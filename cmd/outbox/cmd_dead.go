@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -68,17 +69,26 @@ type deadListJSON struct {
 	Events []deadJSON `json:"events"`
 	// NextAfter is the --after value of the next page, 0 when this is the last.
 	NextAfter int64 `json:"next_after"`
+	// DeadLetters are the consumers' dead letters of --dead-letters.
+	DeadLetters []deadLetterJSON `json:"dead_letters,omitempty"`
 }
 
 func runDeadList(ctx context.Context, c *cli, args []string) error {
 	f := newFlags(c, "dead list", "dead list [flags]",
 		"Lists dead events, oldest first. Pages: pass the printed next --after value to get the next page.\n"+
 			"The text output cuts each last error to one short line: --wide prints it whole\n"+
-			"(newlines as \\n), and so do --json and 'outbox show EVENT_ID'.").withJSON()
+			"(newlines as \\n), and so do --json and 'outbox show EVENT_ID'.\n\n"+
+			"Then, with --dead-letters, a page of each consumer's dead letter (the messages a\n"+
+			"consumer gave up on, whose events the outbox says published): --limit messages,\n"+
+			"the next page with the printed --dead-letters-after NAME=CURSOR. A dead letter\n"+
+			"that cannot be read is an error (exit status 1) after the others are listed.\n\n"+deadLettersHelp).withJSON()
 	typ, olderThan := filterFlags(f)
-	wide := f.fs.Bool("wide", false, "print each last error whole")
+	wide := f.fs.Bool("wide", false, "print each last error (and reason) whole")
 	after := f.fs.Int64("after", 0, "list events whose row `id` is greater (the paging cursor)")
-	limit := f.fs.Int("limit", 50, "events per page (1 to 1000)")
+	limit := f.fs.Int("limit", 50, "events (and messages of each dead letter) per page (1 to 1000)")
+	dlValues := f.withDeadLetters()
+	var dlAfter stringList
+	f.fs.Var(&dlAfter, "dead-letters-after", "list the dead letter's messages after this cursor, `NAME=CURSOR` as printed (repeatable)")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -88,32 +98,62 @@ func runDeadList(ctx context.Context, c *cli, args []string) error {
 	if err := checkArgs("--type", outbox.MaxTypeLen, *typ); err != nil {
 		return err
 	}
+	sources, err := f.deadLetters(*dlValues)
+	if err != nil {
+		return err
+	}
+	cursors, err := deadLetterCursors(dlAfter, sources)
+	if err != nil {
+		return err
+	}
+	out, err := listDead(ctx, f, relay.Filter{Type: *typ, OlderThan: *olderThan, AfterID: *after, Limit: *limit})
+	if err != nil {
+		return err
+	}
+	var errs []string
+	out.DeadLetters, errs = readDeadLetters(ctx, sources, cursors, *limit, f.timeout)
+	if f.json {
+		err = writeJSON(c, out)
+	} else {
+		printDead(c, out, *wide)
+		printDeadLetters(c, out.DeadLetters, *wide)
+	}
+	if err == nil && len(errs) > 0 {
+		err = fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return err
+}
+
+// listDead reads a page of the outbox's dead events.
+func listDead(ctx context.Context, f *common, filter relay.Filter) (deadListJSON, error) {
+	out := deadListJSON{Events: []deadJSON{}}
 	insp, err := f.inspect(ctx)
 	if err != nil {
-		return err
+		return out, err
 	}
-	rows, err := insp.ListDead(ctx, relay.Filter{Type: *typ, OlderThan: *olderThan, AfterID: *after, Limit: *limit})
+	rows, err := insp.ListDead(ctx, filter)
 	if err != nil {
-		return err
+		return out, err
 	}
-	out := deadListJSON{Events: []deadJSON{}}
 	for _, r := range rows {
 		out.Events = append(out.Events, deadJSON{ID: r.ID, EventID: r.EventID, Type: r.Type, AggregateType: r.AggregateType,
 			AggregateID: r.AggregateID, PartitionKey: r.PartitionKey, Topic: r.Topic, Attempts: r.Attempts,
 			LastError: deref(r.LastError), CreatedAt: r.CreatedAt.UTC()})
 	}
-	if len(rows) == *limit {
+	if len(rows) == filter.Limit {
 		out.NextAfter = rows[len(rows)-1].ID
 	}
-	if f.json {
-		return writeJSON(c, out)
-	}
+	return out, nil
+}
+
+// printDead prints the outbox's dead events as text.
+func printDead(c *cli, out deadListJSON, wide bool) {
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tEVENT ID\tTYPE\tATTEMPTS\tCREATED\tLAST ERROR")
 	cut := false
 	for _, e := range out.Events {
 		msg := cell(e.LastError)
-		if !*wide {
+		if !wide {
 			msg = cell(oneLine(e.LastError, 100))
 			cut = cut || utf8.RuneCountInString(e.LastError) > 100
 		}
@@ -126,7 +166,6 @@ func runDeadList(ctx context.Context, c *cli, args []string) error {
 	if out.NextAfter > 0 {
 		fmt.Fprintf(c.stdout, "\nmore: outbox dead list --after %d\n", out.NextAfter)
 	}
-	return nil
 }
 
 type stringList []string
@@ -135,22 +174,39 @@ func (s *stringList) String() string     { return fmt.Sprint(*s) }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func runDeadReplay(ctx context.Context, c *cli, args []string) error {
-	f := newFlags(c, "dead replay", "dead replay (--id EVENT_ID ... | --all [--type T] [--older-than D]) --yes",
+	f := newFlags(c, "dead replay", "dead replay (--id EVENT_ID ... | --all [--type T] [--older-than D] | --message ID ... [--from NAME]) --yes",
 		"Returns dead events to pending, with attempts, last error and lease cleared, so\n"+
 			"that a relay delivers them again. Only dead events are replayed. Without --yes\n"+
-			"nothing changes: it says how many events would be replayed.").withJSON()
-	var ids stringList
+			"nothing changes: it says how many events would be replayed.\n\n"+
+			"With --message, hands messages of a consumer's dead letter (--dead-letters) back\n"+
+			"to its consumers instead, as its adapter does (outbox dead list prints their ids);\n"+
+			"a message no longer there is left alone. No database is needed then.\n\n"+deadLettersHelp).withJSON()
+	f.dbOptional = true
+	var ids, messages stringList
 	f.fs.Var(&ids, "id", "replay the dead event with this event `id` (repeatable)")
 	all := f.fs.Bool("all", false, "replay every dead event matching --type and --older-than")
 	typ, olderThan := filterFlags(f)
 	batch := f.fs.Int("batch", 500, "events replayed per statement with --all (1 to 1000)")
+	dlValues := f.withDeadLetters()
+	f.fs.Var(&messages, "message", "replay the consumer's dead message with this `id` (repeatable), from --dead-letters")
+	from := f.fs.String("from", "", "the dead letter of --message, by `NAME`, when several are given")
 	yes := f.fs.Bool("yes", false, "really replay")
 	if err := f.parse(args); err != nil {
 		return err
 	}
+	if len(messages) > 0 {
+		if len(ids) > 0 || *all || *typ != "" || *olderThan != 0 {
+			return usagef("--message replays a consumer's dead messages, --id and --all the outbox's dead events: one or the other")
+		}
+		return replayMessages(ctx, c, f, *dlValues, *from, messages, *yes)
+	}
 	switch {
+	case *from != "" || len(*dlValues) > 0:
+		return usagef("--dead-letters and --from name the dead letter of --message")
+	case f.db == "":
+		return errNoDB
 	case len(ids) == 0 && !*all:
-		return usagef("say which events: --id EVENT_ID (repeatable) or --all")
+		return usagef("say which events: --id EVENT_ID (repeatable) or --all (or a consumer's messages: --message ID)")
 	case len(ids) > 0 && *all:
 		return usagef("--id and --all exclude each other")
 	case len(ids) > 0 && (*typ != "" || *olderThan != 0):
@@ -164,12 +220,17 @@ func runDeadReplay(ctx context.Context, c *cli, args []string) error {
 	if err := checkArgs("--type", outbox.MaxTypeLen, *typ); err != nil {
 		return err
 	}
+	return replayOutbox(ctx, c, f, ids, *all, relay.Filter{Type: *typ, OlderThan: *olderThan, Limit: *batch}, *yes)
+}
+
+// replayOutbox replays the outbox's dead events of ids, or all those
+// filter matches.
+func replayOutbox(ctx context.Context, c *cli, f *common, ids []string, all bool, filter relay.Filter, yes bool) error {
 	insp, err := f.inspect(ctx)
 	if err != nil {
 		return err
 	}
-	filter := relay.Filter{Type: *typ, OlderThan: *olderThan, Limit: *batch}
-	if !*yes {
+	if !yes {
 		n, err := countDead(ctx, insp, ids, filter)
 		if err != nil {
 			return err
@@ -178,7 +239,7 @@ func runDeadReplay(ctx context.Context, c *cli, args []string) error {
 	}
 	var n int64
 	distinct := unique(ids)
-	if *all {
+	if all {
 		n, err = insp.ReplayAll(ctx, filter)
 	} else {
 		n, err = insp.Replay(ctx, distinct...)

@@ -31,6 +31,9 @@ type common struct {
 	argName string   // what they are, for messages
 	// wal, when set, installs the plugin in WAL mode (outbox relay --wal).
 	wal *outbox.WAL
+	// dbOptional lets parse pass without a database: the command checks
+	// (dead replay of a consumer's dead messages needs none).
+	dbOptional bool
 }
 
 // newFlags returns a flag set for the command with the common flags.
@@ -63,6 +66,9 @@ func (f *common) withArgs(min, max int, name string) *common {
 	f.nargs, f.argName = [2]int{min, max}, name
 	return f
 }
+
+// errNoDB is the usage error of a command without a database.
+var errNoDB = usagef("no database: pass --db or set OUTBOX_DB")
 
 // parse parses args; a flag error is a usage error, --help is not an error.
 func (f *common) parse(args []string) error {
@@ -98,8 +104,8 @@ func (f *common) parse(args []string) error {
 	if f.db == "" {
 		f.db = f.c.getenv("OUTBOX_DB")
 	}
-	if f.db == "" {
-		return usagef("no database: pass --db or set OUTBOX_DB")
+	if f.db == "" && !f.dbOptional {
+		return errNoDB
 	}
 	if f.timeout <= 0 {
 		return usagef("--timeout must be positive")

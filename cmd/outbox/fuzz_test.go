@@ -23,7 +23,7 @@ var fuzzCommands = []string{"migrate", "relay", "dispatch-once", "dead list", "d
 // unsafeFlags are the flags a fuzzed command line may not set: where the
 // command connects or listens (the fuzzer must not create files, reach
 // servers or take ports of its choosing), brokers included.
-var unsafeFlags = []string{"db", "driver", "listen", "metrics-addr", "redis", "amqp-url", "nats-url", "kafka-brokers"}
+var unsafeFlags = []string{"db", "driver", "listen", "metrics-addr", "redis", "amqp-url", "nats-url", "kafka-brokers", "dead-letters"}
 
 // sanitize drops the unsafe flags (and their values) from args.
 func sanitize(args []string) []string {
@@ -92,6 +92,11 @@ func FuzzCLI(f *testing.F) {
 		{"\x1b[2Jfrobnicate"}, {"stats", "--\x1b[31mbogus"}, {"stats", "--timeout", "1ns"},
 		{"show", "bin", "--json"}, {"dispatch-once", "--to", "stdout", "--json"}, {"dispatch-once", "--to", "amqp", "--amqp-url", "amqp://evil:5672/"},
 		{"dispatch-once", "--to", "nats", "--subject", "\x1b"}, {"relay", "--to", "kafka", "--kafka-brokers", "evil:9092", "--kafka-layout", "\x00"},
+		{"dead", "list", "--dead-letters", "redis://evil:6379/0?stream=x", "--dead-letters-after", "redis:x=1-0"},
+		{"dead", "list", "--dead-letters-after", "x=1", "--json"}, {"dead", "list", "--dead-letters-after", "\x1b[2J=\xff"},
+		{"dead", "replay", "--message", "1-0", "--yes"}, {"dead", "replay", "--message", "\x1b[2J", "--from", "\u202e", "--json"},
+		{"dead", "replay", "--dead-letters=kafka://evil:9092?topic=x", "--message", "0:1", "--yes"}, {"dead", "replay", "--from", "x", "--id", "p1"},
+		{"admin", "--dead-letters", "amqp://u:pw@evil:5672/?queue=q"},
 	} {
 		// The command is one byte (an index of fuzzCommands, the raw
 		// first argument past them), so that mutations keep reaching the

@@ -1,7 +1,8 @@
 // Command outbox operates a gorm-outbox table: it migrates the schema,
 // runs a relay that forwards events to asynq, a Redis stream, RabbitMQ,
 // NATS JetStream or Kafka (serving Prometheus metrics with --metrics-addr), shows
-// one event, lists and replays dead events, redelivers published ones,
+// one event, lists and replays dead events (and the messages consumers
+// put in their brokers' dead letters), redelivers published ones,
 // reports statistics and purges old events. It is a module of its own
 // (it links every broker's client), so that library users do not download
 // them.
@@ -16,9 +17,23 @@
 //	outbox stats
 //	outbox dead list --type order.created
 //	outbox dead replay --all --type order.created --yes
+//	outbox dead list --dead-letters redis://cache:6379/0?stream=orders.dead
+//	outbox dead replay --dead-letters redis://cache:6379/0?stream=orders.dead --message 1714557600000-0 --yes
 //	outbox show 0190a5b2-…
 //	outbox redeliver --id 0190a5b2-… --yes
-//	outbox admin --listen 127.0.0.1:8080 --prefix /outbox
+//	outbox admin --listen 127.0.0.1:8080 --prefix /outbox --dead-letters billing=amqp://user:password@rabbit:5672/?queue=billing.dead
+//
+// A consumer that gives up on a message puts it in its broker's dead
+// letter and leaves the outbox's event published. --dead-letters
+// (repeatable, or $OUTBOX_DEAD_LETTERS, whitespace-separated) names such a
+// dead letter, [NAME=]URL: redis://host:6379/0?stream=S (outboxredis'
+// dead-letter stream), asynq://host:6379/0?queue=Q (asynq's archive),
+// amqp://user:password@host:5672/vhost?queue=Q (a dead-letter queue),
+// nats://host:4222?stream=S[&subject=SUBJ], kafka://host:9092[,…]?topic=T.
+// dead list lists a page of each after the outbox's dead events (the next
+// with --dead-letters-after NAME=CURSOR), dead replay --message ID
+// [--from NAME] --yes hands messages back to their consumers, and admin
+// lists and replays them on its Consumers page.
 //
 // Run "outbox help" for the commands and "outbox <command> --help" for
 // their flags.
@@ -52,7 +67,7 @@ func commands() map[string]command {
 		"migrate":       {"create the outbox, relays and idempotency tables if missing", runMigrate},
 		"relay":         {"run a relay that forwards events to asynq, a Redis stream, RabbitMQ, NATS or Kafka until SIGINT/SIGTERM", runRelay},
 		"dispatch-once": {"claim and deliver one batch, then exit", runDispatchOnce},
-		"dead":          {"list (dead list) or replay (dead replay) dead events", runDead},
+		"dead":          {"list (dead list) or replay (dead replay) dead events, and consumers' dead letters", runDead},
 		"show":          {"print one event: status, attempts, last error, lease, headers, payload", runShow},
 		"redeliver":     {"deliver published (or dead) events again: back to pending (requires --yes)", runRedeliver},
 		"stats":         {"count events per status, the oldest pending age and the live relays", runStats},
@@ -108,10 +123,18 @@ func newCLI(args []string, stdout, stderr io.Writer, getenv func(string) string)
 	s.addFrom(getenv("OUTBOX_REDIS"))
 	s.addFrom(getenv("OUTBOX_AMQP"))
 	s.addFrom(getenv("OUTBOX_NATS"))
+	for _, v := range strings.Fields(getenv(deadLettersEnv)) {
+		_, raw, _ := splitLabel(v)
+		s.addFrom(raw)
+	}
 	for _, a := range args {
 		s.addFrom(a)
 		if name, value, ok := strings.Cut(a, "="); ok && strings.HasPrefix(name, "-") {
 			s.addFrom(value) // --db=…
+			a = value
+		}
+		if _, raw, ok := splitLabel(a); ok {
+			s.addFrom(raw) // --dead-letters NAME=URL
 		}
 	}
 	return &cli{stdout: safeWriter{stdout}, stderr: scrubWriter{w: safeWriter{stderr}, s: s}, getenv: getenv, secrets: s}
@@ -176,6 +199,10 @@ func printUsage(w io.Writer, cmds map[string]command) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, dbFormsHelp)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, deadLettersHelp)
+	fmt.Fprintln(w, "dead list, dead replay and admin take it.")
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Passwords are never printed.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'outbox <command> --help' for its flags.")
