@@ -5,6 +5,7 @@
 //	metrics, err := outboxprom.Listen(":9464") // GET /metrics, until Shutdown
 //	defer metrics.Shutdown(context.Background())
 //	r, err := relay.New(db, pub, metrics.RelayOption())
+//	c, err := outboxredis.NewConsumer(rdb, stream, group, name, h, metrics.ConsumerOption()) // any broker's consumer
 //
 // New gives the same without a server of its own: a Metrics is an
 // http.Handler to mount on the application's mux, and its MeterProvider
@@ -21,7 +22,11 @@
 // outbox_table and outbox_event_type), the histograms
 // outbox_publish_duration_seconds and outbox_event_lag_seconds, and the
 // gauges outbox_events_pending and outbox_events_oldest_pending_age_seconds,
-// read from the table at each scrape while a relay runs.
+// read from the table at each scrape while a relay runs. Consumers given
+// ConsumerOption add outbox_consumer_messages_total (labels
+// messaging_system, messaging_destination_name and outbox_outcome: acked,
+// retried, released, dead) and the histogram
+// outbox_consumer_handle_duration_seconds.
 //
 // By default the page shows a Prometheus registry of its own, with the Go
 // runtime's and the process's collectors (go_*, process_*) beside the

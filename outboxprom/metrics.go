@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/gormoutbox/outbox/consume"
 	"github.com/gormoutbox/outbox/internal/optionerr"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -84,6 +85,12 @@ func (m *Metrics) MeterProvider() metric.MeterProvider { return m.provider }
 // RelayOption is relay.WithMeterProvider(m.MeterProvider()): the relay's
 // counters, histograms and table gauges on the endpoint.
 func (m *Metrics) RelayOption() relay.Option { return relay.WithMeterProvider(m.provider) }
+
+// ConsumerOption is consume.WithMeterProvider(m.MeterProvider()): a
+// consumer of any broker adapter (outboxredis.NewConsumer,
+// outboxkafka.NewConsumer …, or outboxasynq.Handler) given it reports its
+// outbox.consumer.* series on this page.
+func (m *Metrics) ConsumerOption() consume.Option { return consume.WithMeterProvider(m.provider) }
 
 // ServeHTTP serves the metrics in the Prometheus exposition format,
 // whatever the request's path: mount it at /metrics.
