@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/oteltest"
 	"github.com/gormoutbox/outbox/relay"
 )
 
@@ -47,7 +47,7 @@ func TestAttemptLogReceipts(t *testing.T) {
 		}}
 		// With tracing on, the publisher is handed copies of the envelopes,
 		// carrying their spans' trace context.
-		tp := sdktrace.NewTracerProvider()
+		tp := oteltest.NewTracerProvider()
 		_, err := newRelay(t, db, batch, relay.WithAttemptLog(), relay.WithWorkerID("w1"), relay.WithTracerProvider(tp)).RunOnce(t.Context())
 		must(t, err)
 		want := map[int]struct{ outcome, receipt string }{
