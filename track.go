@@ -93,10 +93,14 @@ type trackSpec struct {
 // model, and a Create of maps (a warning, or ErrUntrackable with
 // TrackStrict). An upsert of rows whose key the database assigns, that
 // conflicts on another unique column, is reported as created; so is, on
-// MySQL under REPEATABLE READ, a row whose key another transaction
-// inserted and committed after this transaction's snapshot (its read
-// does not see the row, and a locking read of the key would lock the gap
-// where it goes).
+// PostgreSQL and MySQL, a row whose key another transaction inserted and
+// had not committed when the upsert's rows were read, and committed
+// before the upsert wrote (the upsert waits for it and then updates the
+// row), and on MySQL under REPEATABLE READ one it committed after this
+// transaction's snapshot: the read cannot see such a row, nor lock a key
+// that does not exist yet (on MySQL that would lock the gap where it
+// goes). Where two writers may upsert one new key at once, let consumers
+// treat an upsert's created and updated events (Change.Upsert) alike.
 //
 // A row an UPDATE matched counts as affected even when its values did not
 // change, as PostgreSQL and SQLite count it; MySQL does not count it, so a
