@@ -51,20 +51,25 @@ type eventJSON struct {
 
 // attemptJSON is one record of the attempt log in "outbox show --json".
 type attemptJSON struct {
-	ClaimVersion int64     `json:"claim_version"`
-	Attempt      int       `json:"attempt"`
-	Outcome      string    `json:"outcome"`
-	RelayID      string    `json:"relay_id"`
-	DurationUs   int64     `json:"duration_us"`
-	Error        string    `json:"error,omitempty"`
-	CreatedAt    time.Time `json:"created_at"`
+	ClaimVersion int64  `json:"claim_version"`
+	Attempt      int    `json:"attempt"`
+	Outcome      string `json:"outcome"`
+	RelayID      string `json:"relay_id"`
+	DurationUs   int64  `json:"duration_us"`
+	Error        string `json:"error,omitempty"`
+	// Receipt is where the publisher says a published event went
+	// (relay.SetReceipt, such as a Kafka "topic/partition@offset");
+	// omitted when the record has none.
+	Receipt   string    `json:"receipt,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 func runShow(ctx context.Context, c *cli, args []string) error {
 	f := newFlags(c, "show", "show EVENT_ID [flags]",
 		"Prints one event: its status, attempts, last error (whole), lease owner, claim\n"+
-			"version, timestamps, its attempt log (relays run with relay.WithAttemptLog), headers\n"+
-			"and payload (pretty-printed when it is JSON).").withJSON().withArgs(1, 1, "EVENT_ID")
+			"version, timestamps, its attempt log (relays run with relay.WithAttemptLog) with\n"+
+			"each published record's receipt (where the publisher put the event, such as a\n"+
+			"Kafka topic/partition@offset), headers and payload (pretty-printed when it is JSON).").withJSON().withArgs(1, 1, "EVENT_ID")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -88,7 +93,7 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 		out.AttemptLog = make([]attemptJSON, len(atts))
 		for i, a := range atts {
 			out.AttemptLog[i] = attemptJSON{ClaimVersion: a.ClaimVersion, Attempt: a.Attempt, Outcome: a.Outcome, RelayID: a.RelayID,
-				DurationUs: a.Duration.Microseconds(), Error: a.Error, CreatedAt: a.CreatedAt.UTC()}
+				DurationUs: a.Duration.Microseconds(), Error: a.Error, Receipt: a.Receipt, CreatedAt: a.CreatedAt.UTC()}
 		}
 	}
 	if f.json {
@@ -185,8 +190,8 @@ func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
 }
 
-// printAttempts prints the attempt log, one line a record (an error on
-// one line, cut at 200 characters).
+// printAttempts prints the attempt log, one line a record: its receipt
+// ("-" for none) and its error (on one line, cut at 200 characters).
 func printAttempts(w io.Writer, log []attemptJSON) {
 	switch {
 	case log == nil:
@@ -198,14 +203,18 @@ func printAttempts(w io.Writer, log []attemptJSON) {
 	}
 	fmt.Fprintln(w, "\nattempt log:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  CLAIM\tATTEMPT\tOUTCOME\tRELAY\tDURATION\tRECORDED AT\tERROR")
+	fmt.Fprintln(tw, "  CLAIM\tATTEMPT\tOUTCOME\tRELAY\tDURATION\tRECORDED AT\tRECEIPT\tERROR")
 	for _, a := range log {
 		msg := strings.Join(strings.Fields(a.Error), " ")
 		if r := []rune(msg); len(r) > 200 {
 			msg = string(r[:200]) + "…"
 		}
-		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\n", a.ClaimVersion, a.Attempt, cell(a.Outcome), cell(a.RelayID),
-			time.Duration(a.DurationUs)*time.Microsecond, stamp(&a.CreatedAt), cell(msg))
+		receipt := a.Receipt
+		if receipt == "" {
+			receipt = "-"
+		}
+		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ClaimVersion, a.Attempt, cell(a.Outcome), cell(a.RelayID),
+			time.Duration(a.DurationUs)*time.Microsecond, stamp(&a.CreatedAt), cell(receipt), cell(msg))
 	}
 	_ = tw.Flush()
 }
