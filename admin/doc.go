@@ -20,8 +20,11 @@
 //     cursor paging on the primary key (never OFFSET). Lists never carry
 //     payloads. What each filter reads is said under "Large tables".
 //   - Event: every field, headers, the trace id, the last error in full,
-//     the lease, and the payload (pretty-printed JSON) only when asked,
-//     through WithRedactor if set.
+//     the lease, the attempt log (relay.WithAttemptLog: each claim's
+//     outcome, relay, duration, receipt and error; the receipt is where
+//     the publisher says a published event went, relay.SetReceipt, such as
+//     a Kafka topic/partition@offset), and the payload (pretty-printed
+//     JSON) only when asked, through WithRedactor if set.
 //   - Blocked keys: partition keys whose head event failed, with the
 //     number of events waiting behind it and its last error.
 //   - Consumers: the dead letters of the consumers given to
