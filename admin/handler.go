@@ -42,10 +42,11 @@ type handler struct {
 //
 // Without WithMiddleware the handler authenticates nobody: whoever
 // reaches an allowed host reads payloads and repairs events. NewHandler
-// then logs a warning (WithLogger); serve it so on loopback only, or put
+// then logs a warning (to WithLogger's logger, slog.Default() without
+// one); serve it so on loopback only, or put
 // authentication in front (WithMiddleware, or a proxy that authenticates).
 func NewHandler(db *gorm.DB, opts ...Option) (http.Handler, error) {
-	cfg := config{log: slog.New(slog.DiscardHandler)}
+	cfg := config{log: slog.Default()}
 	for _, o := range opts {
 		o(&cfg)
 	}

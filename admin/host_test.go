@@ -140,3 +140,19 @@ func TestNewHandlerWarnsWithoutAuthentication(t *testing.T) {
 		}
 	}
 }
+
+// Mounted without WithLogger, the handler still warns that it serves
+// without authentication: through slog.Default(), as the library's other
+// parts log by default (the warning went nowhere before).
+func TestNewHandlerWarnsWithoutALogger(t *testing.T) {
+	db := testenv.Open(t, testenv.SQLite)
+	must(t, outbox.Migrate(db))
+	var logs bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	newHandler(t, db)
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "without authentication") {
+		t.Errorf("no warning on slog.Default() for a handler without authentication or logger:\n%s", logs.String())
+	}
+}

@@ -72,7 +72,8 @@ func WithMiddleware(mw func(http.Handler) http.Handler) Option {
 func WithRedactor(r Redactor) Option { return func(c *config) { c.redact = r } }
 
 // WithLogger logs the actions taken (event ids and counts, never payloads)
-// and server errors to l; the default discards them.
+// and server errors to l (default slog.Default()), and NewHandler's
+// warning when the page is served without authentication.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l != nil {
