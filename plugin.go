@@ -84,8 +84,36 @@ type Plugin struct {
 func (p *Plugin) Name() string { return PluginName }
 
 // Initialize implements gorm.Plugin: it validates the configuration,
-// registers the callbacks and, with AutoMigrate, migrates.
+// migrates with AutoMigrate, checks the server in WAL mode and, last,
+// registers the callbacks. An error leaves db as it was: GORM does not
+// install a plugin whose Initialize failed, and no callback of it stays on
+// db to write events (in WAL mode, messages no slot would keep).
 func (p *Plugin) Initialize(db *gorm.DB) error {
+	if err := p.configure(db); err != nil {
+		return err
+	}
+	if p.AutoMigrate {
+		if err := migrate(db, p.table); err != nil {
+			return err
+		}
+		if p.WAL != nil && !p.WAL.Drain {
+			if err := migrateWAL(db, p.table, *p.WAL); err != nil {
+				return err
+			}
+		}
+	}
+	if err := p.checkWAL(db); err != nil {
+		return err
+	}
+	if err := errors.Join(p.registerCallbacks(db), p.registerTableCheck(db)); err != nil {
+		unregisterCallbacks(db)
+		return fmt.Errorf("outbox: registering callbacks: %w", err)
+	}
+	return nil
+}
+
+// configure validates p's settings for db and sets what they imply.
+func (p *Plugin) configure(db *gorm.DB) error {
 	table, err := validTableName(p.TableName)
 	if err != nil {
 		return err
@@ -100,10 +128,10 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	if p.Registry != nil && p.Registry.Err() != nil {
 		return p.Registry.Err()
 	}
-	p.table, p.kind = table, kind
-	if err := p.initWAL(kind); err != nil {
+	if err := checkWALConfig(p.WAL, kind, table); err != nil {
 		return err
 	}
+	p.table, p.kind = table, kind
 	p.writer = newWriter(kind, table)
 	if p.WAL != nil && !p.WAL.Drain {
 		p.writer.walPrefix = WALPrefix(table)
@@ -114,21 +142,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	case p.MaxPayloadSize > 0:
 		p.maxPayload = p.MaxPayloadSize
 	}
-
-	if err := errors.Join(p.registerCallbacks(db), p.registerTableCheck(db)); err != nil {
-		return fmt.Errorf("outbox: registering callbacks: %w", err)
-	}
-	if p.AutoMigrate {
-		if err := migrate(db, table); err != nil {
-			return err
-		}
-		if p.WAL != nil && !p.WAL.Drain {
-			if err := migrateWAL(db, table, *p.WAL); err != nil {
-				return err
-			}
-		}
-	}
-	return p.checkWAL(db)
+	return nil
 }
 
 // Table returns the outbox table name in use (DefaultTableName unless
@@ -178,6 +192,29 @@ const (
 	opUpdate
 	opDelete
 )
+
+// callbackNames are the names of every callback the Plugin registers.
+var callbackNames = []string{cbBegin, cbFlush, cbClear, cbTableCheck,
+	cbTrackBeforeCreate, cbTrackCreate, cbTrackBeforeUpdate, cbTrackUpdate,
+	cbTrackBeforeDelete, cbTrackDelete, cbTrackRaw}
+
+// unregisterCallbacks removes the Plugin's callbacks from db, after one
+// could not be registered: GORM keeps a callback whose registration
+// failed, and runs none of its chain's callbacks (a Create would insert
+// nothing) until the conflict is gone.
+func unregisterCallbacks(db *gorm.DB) {
+	cb := db.Callback()
+	for _, chain := range []interface {
+		Get(string) func(*gorm.DB)
+		Remove(string) error
+	}{cb.Create(), cb.Update(), cb.Delete(), cb.Query(), cb.Row(), cb.Raw()} {
+		for _, name := range callbackNames {
+			if chain.Get(name) != nil {
+				_ = chain.Remove(name) // its error is the conflict being undone
+			}
+		}
+	}
+}
 
 func (p *Plugin) registerCallbacks(db *gorm.DB) error {
 	// Each chain: begin after GORM opens its default transaction and before

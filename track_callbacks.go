@@ -41,17 +41,28 @@ func ownTrack(stmt *gorm.Statement) *trackState {
 	return st
 }
 
+// The names of Track's callbacks.
+const (
+	cbTrackBeforeCreate = "outbox:track_before_create"
+	cbTrackCreate       = "outbox:track_create"
+	cbTrackBeforeUpdate = "outbox:track_before_update"
+	cbTrackUpdate       = "outbox:track_update"
+	cbTrackBeforeDelete = "outbox:track_before_delete"
+	cbTrackDelete       = "outbox:track_delete"
+	cbTrackRaw          = "outbox:track_raw"
+)
+
 func (p *Plugin) registerTrackCallbacks(db *gorm.DB) error {
 	c := db.Callback()
 	return errors.Join(
-		c.Create().After("gorm:save_before_associations").Before("gorm:create").Register("outbox:track_before_create", p.trackBeforeCreate),
-		c.Create().After("gorm:create").Before("gorm:after_create").Register("outbox:track_create", p.trackCreated),
-		c.Update().After("gorm:save_before_associations").Before("gorm:update").Register("outbox:track_before_update", p.trackBeforeUpdate),
-		c.Update().After("gorm:update").Before("gorm:after_update").Register("outbox:track_update", p.trackUpdated),
-		c.Delete().After("gorm:delete_before_associations").Before("gorm:delete").Register("outbox:track_before_delete", p.trackBeforeDelete),
-		c.Delete().After("gorm:delete").Before("gorm:after_delete").Register("outbox:track_delete", p.trackDeleted),
-		c.Raw().Before("gorm:raw").Register("outbox:track_raw", p.trackRaw),
-		c.Row().Before("gorm:row").Register("outbox:track_raw", p.trackRaw),
+		c.Create().After("gorm:save_before_associations").Before("gorm:create").Register(cbTrackBeforeCreate, p.trackBeforeCreate),
+		c.Create().After("gorm:create").Before("gorm:after_create").Register(cbTrackCreate, p.trackCreated),
+		c.Update().After("gorm:save_before_associations").Before("gorm:update").Register(cbTrackBeforeUpdate, p.trackBeforeUpdate),
+		c.Update().After("gorm:update").Before("gorm:after_update").Register(cbTrackUpdate, p.trackUpdated),
+		c.Delete().After("gorm:delete_before_associations").Before("gorm:delete").Register(cbTrackBeforeDelete, p.trackBeforeDelete),
+		c.Delete().After("gorm:delete").Before("gorm:after_delete").Register(cbTrackDelete, p.trackDeleted),
+		c.Raw().Before("gorm:raw").Register(cbTrackRaw, p.trackRaw),
+		c.Row().Before("gorm:row").Register(cbTrackRaw, p.trackRaw),
 	)
 }
 

@@ -95,16 +95,17 @@ func WALOf(db *gorm.DB) (setup WALSetup, ok bool) {
 	return WALSetup{Table: p.Table(), Slot: slot, Publication: pub, Prefix: WALPrefix(p.Table()), Drain: p.WAL.Drain}, true
 }
 
-// initWAL checks a Plugin's WAL mode on Use: PostgreSQL only, names valid.
-func (p *Plugin) initWAL(kind dialect.Kind) error {
-	if p.WAL == nil {
+// checkWALConfig checks a Plugin's WAL mode w (nil: table mode) for a
+// database of kind and the outbox table: PostgreSQL only, names valid.
+func checkWALConfig(w *WAL, kind dialect.Kind, table string) error {
+	if w == nil {
 		return nil
 	}
 	if kind != dialect.Postgres {
 		return fmt.Errorf("%w: %w: WAL mode needs PostgreSQL 14 or later; this database is %s (use table mode: leave Plugin.WAL nil)",
 			ErrInvalidConfig, ErrWALNotReady, kind)
 	}
-	_, _, err := p.WAL.names(p.table)
+	_, _, err := w.names(table)
 	return err
 }
 
