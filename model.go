@@ -161,21 +161,47 @@ var ErrNotMigrated = errors.New("outbox: not migrated")
 // safe to run from several processes at once (replicas starting with
 // Plugin.AutoMigrate): on PostgreSQL it runs in one transaction under an
 // advisory lock, on MySQL under a named lock, on SQLite in one
-// transaction. With a Plugin in WAL mode (Plugin.WAL) it then sets up the
-// replication slot and its publication (MigrateWAL).
+// transaction.
+//
+// With a Plugin in WAL mode (Plugin.WAL) installed on db, it then sets up
+// the replication slot and its publication (MigrateWAL). db.Use refuses a
+// Plugin in WAL mode until they exist, and a refused Plugin is not
+// installed: set them up before db.Use, with the Plugin's Migrate method
+// (or Plugin.AutoMigrate, or `outbox migrate --wal`).
 func Migrate(db *gorm.DB) error {
-	table := DefaultTableName
-	p, err := Lookup(db)
-	if err == nil {
-		table = p.Table()
+	if p, err := Lookup(db); err == nil {
+		return p.Migrate(db)
+	}
+	return migrate(db, DefaultTableName)
+}
+
+// Migrate creates on db what p needs, whether or not p is installed on db
+// (p's Use may even have been refused): Migrate's tables for p's
+// TableName and, in WAL mode (WAL set, not Drain), MigrateWAL's slot,
+// publication and status table for them. In WAL mode, call it before
+// db.Use(p), which refuses a server without the slot; Plugin.AutoMigrate
+// makes Use call it. Bad settings (TableName, WAL's names, WAL mode on
+// another database than PostgreSQL) are refused before any statement, as
+// Use refuses them.
+func (p *Plugin) Migrate(db *gorm.DB) error {
+	table, err := validTableName(p.TableName)
+	if err != nil {
+		return err
+	}
+	kind, err := dialect.Of(db)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	if err := checkWALConfig(p.WAL, kind, table); err != nil {
+		return err
 	}
 	if err := migrate(db, table); err != nil {
 		return err
 	}
-	if p != nil && p.WAL != nil && !p.WAL.Drain {
-		return MigrateWAL(db, *p.WAL)
+	if p.WAL == nil || p.WAL.Drain {
+		return nil
 	}
-	return nil
+	return migrateWAL(db, table, *p.WAL)
 }
 
 // outboxMigrations are the files of package migrations that belong to the

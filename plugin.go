@@ -46,8 +46,9 @@ type Plugin struct {
 	// so anything else is refused by Use.
 	TableName string
 
-	// AutoMigrate makes Use create the outbox tables and indexes (see
-	// Migrate) if they do not exist yet.
+	// AutoMigrate makes Use create the outbox tables and indexes, and in
+	// WAL mode the slot and its publication, if they do not exist yet
+	// (Plugin.Migrate), before it checks the server.
 	AutoMigrate bool
 
 	// MaxPayloadSize is the largest payload accepted, in bytes as stored
@@ -67,7 +68,9 @@ type Plugin struct {
 	// WAL, when set, turns on WAL mode on PostgreSQL 14 and later: events
 	// are written as logical decoding messages instead of rows, and the
 	// relays stream them from a replication slot (see WAL). Nil: table
-	// mode, the default.
+	// mode, the default. Use refuses WAL mode until the slot exists: set
+	// AutoMigrate, or call p.Migrate(db) (or run `outbox migrate --wal`)
+	// before Use.
 	WAL *WAL
 
 	table         string
@@ -93,13 +96,8 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		return err
 	}
 	if p.AutoMigrate {
-		if err := migrate(db, p.table); err != nil {
+		if err := p.Migrate(db); err != nil {
 			return err
-		}
-		if p.WAL != nil && !p.WAL.Drain {
-			if err := migrateWAL(db, p.table, *p.WAL); err != nil {
-				return err
-			}
 		}
 	}
 	if err := p.checkWAL(db); err != nil {

@@ -35,9 +35,20 @@ var ErrWALNotReady = errors.New("outbox: WAL mode not ready")
 // idempotency records). A Recorder's events written again after a save
 // whose outcome was unknown are therefore delivered twice under one ID.
 //
-// Migrate (or `outbox migrate --wal`) creates the slot and its
-// publication; db.Use refuses a server whose wal_level is not logical, or
-// that lacks the slot, so that no event is written before its slot exists.
+// No event is written before its slot exists: db.Use refuses a Plugin in
+// WAL mode on a server whose wal_level is not logical, or that lacks the
+// slot or its publication. Create them before db.Use, in one of these
+// ways:
+//
+//	p := &outbox.Plugin{WAL: &outbox.WAL{}}
+//	if err := p.Migrate(db); err != nil { ... } // tables, publication, slot
+//	if err := db.Use(p); err != nil { ... }
+//
+// or set Plugin.AutoMigrate (Use then runs p.Migrate), or run `outbox
+// migrate --wal` (with --table and --wal-slot when they are not the
+// defaults). outbox.Migrate(db) sets up WAL mode only for a Plugin
+// installed on db, which a refused Use is not; for the default table,
+// outbox.Migrate(db) then outbox.MigrateWAL(db, w) works too.
 type WAL struct {
 	// Slot is the logical replication slot (default: the outbox table's
 	// name followed by "_wal"). A plain identifier of at most 63
@@ -121,14 +132,7 @@ func (p *Plugin) checkWAL(db *gorm.DB) error {
 	if err != nil {
 		return err
 	}
-	var st struct {
-		Version  int
-		WALLevel string
-		Plugin   *string
-		Status   *string
-		SameDB   bool
-		HasPub   bool
-	}
+	var st walState
 	err = db.Session(&gorm.Session{NewDB: true}).Raw(`SELECT current_setting('server_version_num')::int AS version,
 		current_setting('wal_level') AS wal_level, s.plugin, s.wal_status AS status,
 		COALESCE(s.database = current_database(), false) AS same_db,
@@ -137,25 +141,67 @@ func (p *Plugin) checkWAL(db *gorm.DB) error {
 	if err != nil {
 		return fmt.Errorf("outbox: checking WAL mode: %w", err)
 	}
-	return walReady(st.Version, st.WALLevel, slot, pub, st.Plugin, st.Status, st.SameDB, st.HasPub)
+	return st.ready(p.table, slot, pub)
 }
 
-// walReady names what keeps a server from WAL mode, or returns nil.
-func walReady(version int, level, slot, pub string, plugin, status *string, sameDB, hasPub bool) error {
-	if err := walServerReady(version, level); err != nil {
+// walState is what checkWAL reads of the server, the slot and the
+// publication.
+type walState struct {
+	Version  int
+	WALLevel string
+	Plugin   *string // the slot's output plugin; nil: no slot
+	Status   *string // the slot's wal_status
+	SameDB   bool    // the slot is of this database
+	HasPub   bool    // the publication exists
+}
+
+// ready names what keeps the server from the WAL mode of table, slot and
+// pub, and the fix, or returns nil.
+func (st *walState) ready(table, slot, pub string) error {
+	if err := walServerReady(st.Version, st.WALLevel); err != nil {
 		return err
 	}
 	switch {
-	case plugin == nil:
-		return fmt.Errorf("%w: the replication slot %s does not exist: run outbox.Migrate (or `outbox migrate --wal`) before writing events", ErrWALNotReady, slot)
-	case *plugin != "pgoutput" || !sameDB:
+	case st.Plugin == nil:
+		return fmt.Errorf("%w: the replication slot %s does not exist, and no event may be written before it does: %s",
+			ErrWALNotReady, slot, walSetupFix(table, slot, pub))
+	case *st.Plugin != "pgoutput" || !st.SameDB:
 		return fmt.Errorf("%w: the replication slot %s is not a pgoutput slot of this database: drop it, or name another slot in WAL.Slot", ErrWALNotReady, slot)
-	case status != nil && *status == "lost":
-		return fmt.Errorf("%w: the replication slot %s was invalidated (wal_status lost, max_slot_wal_keep_size exceeded): events written since its last confirmed position are lost; drop it (outbox migrate --drop-wal) and run outbox migrate --wal again", ErrWALNotReady, slot)
-	case !hasPub:
-		return fmt.Errorf("%w: the publication %s does not exist: run outbox.Migrate (or `outbox migrate --wal`)", ErrWALNotReady, pub)
+	case st.Status != nil && *st.Status == "lost":
+		return fmt.Errorf("%w: the replication slot %s was invalidated (wal_status lost, max_slot_wal_keep_size exceeded): events written since its last confirmed position are lost; drop it (SELECT pg_drop_replication_slot('%s'), or `outbox migrate --drop-wal%s`), then %s",
+			ErrWALNotReady, slot, slot, walCLIFlags(table, slot), walSetupFix(table, slot, pub))
+	case !st.HasPub:
+		return fmt.Errorf("%w: the publication %s does not exist: %s", ErrWALNotReady, pub, walSetupFix(table, slot, pub))
 	}
 	return nil
+}
+
+// walSetupFix says how to create the slot and the publication of WAL mode
+// for table: the ways that work although db.Use refused the Plugin (GORM
+// does not install a Plugin whose Use failed, so that outbox.Migrate(db)
+// would not find its WAL setting).
+func walSetupFix(table, slot, pub string) string {
+	fix := "create the slot and its publication before db.Use, with the same Plugin: set its AutoMigrate, or call its Migrate method (p.Migrate(db))"
+	if table == DefaultTableName {
+		fix += ", or call outbox.Migrate(db) then outbox.MigrateWAL(db, w) with the Plugin's WAL w"
+	}
+	if pub == slot { // the CLI names no publication: it uses the slot's name
+		fix += ", or run `outbox migrate --wal" + walCLIFlags(table, slot) + "`"
+	}
+	return fix
+}
+
+// walCLIFlags are the flags of `outbox migrate` that name table and slot,
+// when they are not the defaults.
+func walCLIFlags(table, slot string) string {
+	var flags string
+	if table != DefaultTableName {
+		flags += " --table " + table
+	}
+	if slot != table+"_wal" {
+		flags += " --wal-slot " + slot
+	}
+	return flags
 }
 
 // walServerReady names what keeps a server from WAL mode, or returns nil.

@@ -28,6 +28,11 @@ func WALStatusTable(table string) string { return table + "_wal" }
 // Creating a slot waits for the transactions running at that moment to
 // end. Migrate calls MigrateWAL itself when db's Plugin has WAL set (and
 // not Drain).
+//
+// Call it before db.Use of a Plugin in WAL mode, which refuses a server
+// without the slot (a refused Plugin is not installed): on a db without a
+// Plugin it sets up the default table, after Migrate has created it.
+// Plugin.Migrate sets up the table of any Plugin, installed or not.
 func MigrateWAL(db *gorm.DB, w WAL) error {
 	table := DefaultTableName
 	if p, err := Lookup(db); err == nil {
