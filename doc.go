@@ -80,7 +80,11 @@
 // transactional logical decoding message (pg_logical_emit_message) instead
 // of a row, and the relays stream the messages from a replication slot in
 // commit order (see WAL, WALMessage for the format, MigrateWAL, DropWAL,
-// and package relay). Emit, Recorder and Track are used as in table mode;
+// and package relay). db.Use refuses WAL mode until the slot exists, and
+// a refused Plugin is not installed (outbox.Migrate(db) would not see it):
+// create the slot first with the Plugin's Migrate method (or its
+// AutoMigrate, or `outbox migrate --wal`), then call db.Use. Emit,
+// Recorder and Track are used as in table mode;
 // an event ID is delivered again when written again (no dedupe at write),
 // and an event that fails delivery, or is delayed by AvailableAt, moves to
 // the table, whose retries and dead letters take over.
