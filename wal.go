@@ -26,7 +26,7 @@ var ErrWALNotReady = errors.New("outbox: WAL mode not ready")
 // event whose delivery fails moves to the outbox table, where the table's
 // retries, backoff, dead letters, admin page and CLI take over; the
 // relays keep delivering the table's rows as in table mode. See the
-// README's WAL mode section and relay's package documentation.
+// guide docs/wal.md and relay's package documentation.
 //
 // What an event's ID means in WAL mode: messages have no unique index, so
 // writing an ID again is not a no-op (nor ErrDuplicateEvent): each write

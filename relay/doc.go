@@ -192,8 +192,8 @@
 // commits), so that an
 // idle relay (polling every 5s) delivers within milliseconds of a commit.
 // LISTEN holds a connection for good: the relay opens one of its own from
-// the dialector's DSN, outside the *gorm.DB pool (see the README on pool
-// sizing).
+// the dialector's DSN, outside the *gorm.DB pool (see docs/databases.md on
+// pool sizing).
 // NOTIFY is only a hint: polling remains the fallback, and WithListen(false)
 // turns it off (behind a transaction-pooling PgBouncer).
 //

@@ -18,7 +18,7 @@ import (
 // backend to start, which every event committed meanwhile waited for).
 // The relay's connections go through a proxy that counts them; once the
 // relay is idle, delivering and recording an event opens none. The
-// pool keeps idle connections as the README advises (database/sql's
+// pool keeps idle connections as docs/databases.md advises (database/sql's
 // default of two closes those a relay hands back beyond them).
 func TestStartOpensConnectionsBeforeTheFirstBatch(t *testing.T) {
 	for _, dialect := range []string{testenv.Postgres, testenv.MySQL} {
@@ -26,7 +26,7 @@ func TestStartOpensConnectionsBeforeTheFirstBatch(t *testing.T) {
 			direct, proxied, p := throughProxy(t, dialect)
 			pool, err := proxied.DB()
 			must(t, err)
-			pool.SetMaxIdleConns(16) // as the README advises: at least as many as the relay uses at once
+			pool.SetMaxIdleConns(16) // as docs/databases.md advises: at least as many as the relay uses at once
 			rec := newRecorder()
 			// Heartbeats and retention off: their statements would leave
 			// idle connections in the pool by chance.
