@@ -22,9 +22,14 @@ func ExampleWAL() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Slot "outbox_events_wal": AutoMigrate (or Migrate, or `outbox migrate
-	// --wal`) creates it; without it Use fails with ErrWALNotReady, naming the fix.
-	if err := db.Use(&outbox.Plugin{WAL: &outbox.WAL{}, AutoMigrate: true}); err != nil {
+	p := &outbox.Plugin{WAL: &outbox.WAL{}} // the slot "outbox_events_wal"
+	// The tables, the publication and the slot, before Use, which refuses a
+	// server without them (ErrWALNotReady, naming the fix); AutoMigrate: true
+	// makes Use do it, and so does `outbox migrate --wal`.
+	if err := p.Migrate(db); err != nil {
+		log.Fatal(err)
+	}
+	if err := db.Use(p); err != nil {
 		log.Fatal(err)
 	}
 	// Emit, Recorder and Track are used as in table mode.
