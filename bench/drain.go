@@ -5,14 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
-	wmsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
-	"github.com/ThreeDotsLabs/watermill/components/forwarder"
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"gorm.io/gorm"
@@ -39,7 +34,8 @@ var drains = []drainSpec{
 	{"raw SKIP LOCKED loop (batch 1000), 2 relays", "raw", 2, 1000},
 	{"River (FetchCooldown 1ms, MaxWorkers 100), 1 client", "river", 1, 0},
 	{"River (FetchCooldown 1ms, MaxWorkers 100), 2 clients", "river", 2, 0},
-	{"watermill-sql forwarder (batch 100, poll 10ms)", "watermill", 1, 0},
+	{"watermill-sql forwarder (batch 100, poll 10ms), 1 forwarder", "watermill", 1, 0},
+	{"watermill-sql forwarder (batch 100, poll 10ms), 2 forwarders (one consumer group: they take turns)", "watermill", 2, 0},
 }
 
 // drainResult is what one drain measured; over several rounds, the
@@ -158,7 +154,7 @@ func (e *env) fill(ctx context.Context, d drainSpec, n int) (func(context.Contex
 	case "river":
 		return e.fillRiver(ctx, d, n)
 	case "watermill":
-		return e.fillWatermill(ctx, n)
+		return e.fillWatermill(ctx, d.relays, n)
 	}
 	return nil, fmt.Errorf("unknown system %s", d.system)
 }
@@ -173,55 +169,6 @@ func fillOurs(ctx context.Context, db *gorm.DB, n int) error {
 		if err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return outbox.Emit(tx, evs...) }); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// rawClaim is the hand-written relay's claim.
-const rawClaim = `UPDATE bench_outbox SET status = 'publishing' WHERE id = ANY(ARRAY(
-	SELECT id FROM bench_outbox WHERE status = 'pending' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED))
-	RETURNING id, payload`
-
-// drainRaw runs relays goroutines that claim batch rows, publish them
-// (no-op) and mark them published, until nothing is left.
-func (e *env) drainRaw(ctx context.Context, relays, batch, n int) error {
-	var done atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, relays)
-	for range relays {
-		wg.Go(func() {
-			for {
-				rows, err := e.pool.Query(ctx, rawClaim, batch)
-				if err != nil {
-					errs <- err
-					return
-				}
-				var ids []int64
-				var id int64
-				var payload []byte
-				_, err = pgx.ForEachRow(rows, []any{&id, &payload}, func() error { ids = append(ids, id); return nil })
-				if err != nil {
-					errs <- err
-					return
-				}
-				if len(ids) == 0 {
-					return
-				}
-				if _, err := e.pool.Exec(ctx, `UPDATE bench_outbox SET status = 'published' WHERE id = ANY($1)`, ids); err != nil {
-					errs <- err
-					return
-				}
-				done.Add(int64(len(ids)))
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return err
-	}
-	if done.Load() != int64(n) {
-		return fmt.Errorf("published %d of %d", done.Load(), n)
 	}
 	return nil
 }
@@ -275,68 +222,5 @@ func (e *env) fillRiver(ctx context.Context, d drainSpec, n int) (func(context.C
 			})
 		}
 		return "", err
-	}, nil
-}
-
-// countingPublisher is the watermill forwarder's destination: it counts.
-type countingPublisher struct {
-	target int64
-	n      atomic.Int64
-	once   sync.Once
-	done   chan struct{}
-}
-
-func (p *countingPublisher) Publish(_ string, msgs ...*message.Message) error {
-	if p.n.Add(int64(len(msgs))) >= p.target {
-		p.once.Do(func() { close(p.done) })
-	}
-	return nil
-}
-
-func (p *countingPublisher) Close() error { return nil }
-
-// fillWatermill publishes n forwarder envelopes, 500 per transaction.
-func (e *env) fillWatermill(ctx context.Context, n int) (func(context.Context) (string, error), error) {
-	for i := 0; i < n; i += 500 {
-		tx, err := e.sqlDB.BeginTx(ctx, nil)
-		if err != nil {
-			return nil, err
-		}
-		pub, err := wmsql.NewPublisher(wmsql.TxFromStdSQL(tx), wmsql.PublisherConfig{SchemaAdapter: wmsql.DefaultPostgreSQLSchema{}}, nil)
-		if err != nil {
-			return nil, err
-		}
-		var msgs []*message.Message
-		for j := i; j < min(i+500, n); j++ {
-			msgs = append(msgs, message.NewMessage(watermill.NewUUID(), fmt.Appendf(nil, `{"order_id":%d,"customer":"customer","amount":12.34}`, j+1)))
-		}
-		if err := forwarder.NewPublisher(pub, forwarder.PublisherConfig{ForwarderTopic: wmTopic}).Publish("orders", msgs...); err != nil {
-			return nil, err
-		}
-		if err := tx.Commit(); err != nil {
-			return nil, err
-		}
-	}
-	return func(ctx context.Context) (string, error) {
-		sub, err := newWatermillSubscriber(e.sqlDB)
-		if err != nil {
-			return "", err
-		}
-		counter := &countingPublisher{target: int64(n), done: make(chan struct{})}
-		fwd, err := forwarder.NewForwarder(sub, counter, watermill.NopLogger{}, forwarder.Config{ForwarderTopic: wmTopic})
-		if err != nil {
-			return "", err
-		}
-		runErr := make(chan error, 1)
-		go func() { runErr <- fwd.Run(ctx) }()
-		defer fwd.Close()
-		select {
-		case <-counter.done:
-			return "", nil
-		case err := <-runErr:
-			return "", fmt.Errorf("forwarder stopped: %v", err)
-		case <-time.After(5 * time.Minute):
-			return "", errors.New("timed out")
-		}
 	}, nil
 }

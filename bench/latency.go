@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"gorm.io/gorm"
 
 	"github.com/gormoutbox/outbox"
 )
@@ -24,6 +25,8 @@ var latencies = []latencySpec{
 	{"gorm-outbox table mode, 1 relay", "ours-table"},
 	{"gorm-outbox WAL mode, 1 relay", "ours-wal"},
 	{"River (FetchCooldown 1ms), 1 client", "river"},
+	{"raw SKIP LOCKED loop (batch 100, polls every 1ms when idle), 1 relay", "raw"},
+	{"watermill-sql forwarder (batch 100, poll 10ms), 1 forwarder", "watermill"},
 }
 
 // latencyResult holds the delays from commit to publish.
@@ -38,9 +41,9 @@ func (r latencyResult) pct(p float64) time.Duration {
 }
 
 // latency commits n events, one per transaction, spacing apart, with one
-// relay (or River client) running, and measures from the moment the
-// COMMIT is sent to the publish (a relay streaming the WAL can publish
-// before the writer has read its COMMIT's answer).
+// relay (River client, watermill forwarder) running, and measures from the
+// moment the COMMIT is sent to the publish (a relay streaming the WAL can
+// publish before the writer has read its COMMIT's answer).
 func (e *env) latency(ctx context.Context, l latencySpec, n int, spacing time.Duration) (latencyResult, error) {
 	if err := e.reset(ctx); err != nil {
 		return latencyResult{}, err
@@ -85,49 +88,63 @@ func (e *env) latency(ctx context.Context, l latencySpec, n int, spacing time.Du
 // event i.
 func (e *env) latencyTarget(ctx context.Context, l latencySpec, mark func(int)) (commit func(context.Context, int) (time.Time, error), stop func(), err error) {
 	switch l.system {
-	case "ours-table", "ours-wal":
-		db := e.tableDB
-		if l.system == "ours-wal" {
-			db = e.walDB
-		}
-		pub := newCountingPub()
-		pub.first = func(env *outbox.Envelope) {
-			i, _ := strconv.Atoi(env.AggregateID)
-			mark(i)
-		}
-		stopRelays, err := startRelays(ctx, db, 1, pub)
-		if err != nil {
-			return nil, nil, err
-		}
-		return func(ctx context.Context, i int) (time.Time, error) {
-			tx := db.WithContext(ctx).Begin()
-			if err := outbox.Emit(tx, orderEvent(int64(i))); err != nil {
-				tx.Rollback()
-				return time.Time{}, err
-			}
-			sent := time.Now()
-			return sent, tx.Commit().Error
-		}, func() { _ = stopRelays() }, nil
+	case "ours-table":
+		return e.oursLatency(ctx, e.tableDB, mark)
+	case "ours-wal":
+		return e.oursLatency(ctx, e.walDB, mark)
 	case "river":
-		c, err := e.riverClient(func(j *river.Job[OrderCreated]) { mark(j.Args.Seq) })
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := c.Start(ctx); err != nil {
-			return nil, nil, err
-		}
-		return func(ctx context.Context, i int) (time.Time, error) {
-			tx, err := e.pool.Begin(ctx)
-			if err != nil {
-				return time.Time{}, err
-			}
-			if _, err := c.InsertTx(ctx, tx, OrderCreated{OrderID: int64(i), Seq: i}, nil); err != nil {
-				_ = tx.Rollback(ctx)
-				return time.Time{}, err
-			}
-			sent := time.Now()
-			return sent, tx.Commit(ctx)
-		}, func() { _ = c.Stop(ctx) }, nil
+		return e.riverLatency(ctx, mark)
+	case "raw":
+		return e.rawLatency(ctx, mark)
+	case "watermill":
+		return e.watermillLatency(ctx, mark)
 	}
 	return nil, nil, errors.New("unknown system " + l.system)
+}
+
+// oursLatency starts one relay of db and returns how to Emit event i in
+// its own transaction.
+func (e *env) oursLatency(ctx context.Context, db *gorm.DB, mark func(int)) (commit func(context.Context, int) (time.Time, error), stop func(), err error) {
+	pub := newCountingPub()
+	pub.first = func(env *outbox.Envelope) {
+		i, _ := strconv.Atoi(env.AggregateID)
+		mark(i)
+	}
+	stopRelays, err := startRelays(ctx, db, 1, pub)
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(ctx context.Context, i int) (time.Time, error) {
+		tx := db.WithContext(ctx).Begin()
+		if err := outbox.Emit(tx, orderEvent(int64(i))); err != nil {
+			tx.Rollback()
+			return time.Time{}, err
+		}
+		sent := time.Now()
+		return sent, tx.Commit().Error
+	}, func() { _ = stopRelays() }, nil
+}
+
+// riverLatency starts one River client and returns how to InsertTx job i
+// in its own transaction.
+func (e *env) riverLatency(ctx context.Context, mark func(int)) (commit func(context.Context, int) (time.Time, error), stop func(), err error) {
+	c, err := e.riverClient(func(j *river.Job[OrderCreated]) { mark(j.Args.Seq) })
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	return func(ctx context.Context, i int) (time.Time, error) {
+		tx, err := e.pool.Begin(ctx)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if _, err := c.InsertTx(ctx, tx, OrderCreated{OrderID: int64(i), Seq: i}, nil); err != nil {
+			_ = tx.Rollback(ctx)
+			return time.Time{}, err
+		}
+		sent := time.Now()
+		return sent, tx.Commit(ctx)
+	}, func() { _ = c.Stop(ctx) }, nil
 }

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
-	wmsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
-	"github.com/ThreeDotsLabs/watermill/components/forwarder"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
@@ -100,14 +98,8 @@ func (e *env) writeVariants() ([]variant, error) {
 			return err
 		})},
 		{"watermill-sql forwarder", plain(func(tx *gorm.DB, o *Order) error {
-			pub, err := wmsql.NewPublisher(wmsql.TxFromStdSQL(tx.Statement.ConnPool.(*sql.Tx)),
-				wmsql.PublisherConfig{SchemaAdapter: wmsql.DefaultPostgreSQLSchema{}}, nil)
-			if err != nil {
-				return err
-			}
 			p, _ := json.Marshal(OrderCreated{OrderID: o.ID, Customer: o.Customer, Amount: o.Amount})
-			return forwarder.NewPublisher(pub, forwarder.PublisherConfig{ForwarderTopic: wmTopic}).
-				Publish("orders", message.NewMessage(watermill.NewUUID(), p))
+			return publishWatermill(tx.Statement.ConnPool.(*sql.Tx), message.NewMessage(watermill.NewUUID(), p))
 		})},
 	}, nil
 }
