@@ -122,13 +122,7 @@ func NewMux(store *idempotency.Store, opts ...Option) *Mux {
 	if store == nil {
 		cfg.Fail("store is nil")
 	}
-	for _, o := range opts {
-		if o == nil {
-			cfg.Fail("nil option")
-			continue
-		}
-		o(&cfg)
-	}
+	optionerr.Apply(&cfg, &cfg.Errors, opts)
 	if cfg.log == nil {
 		cfg.log = slog.Default()
 	}

@@ -18,9 +18,7 @@ const DefaultConfirmTimeout = 30 * time.Second
 // Option configures a Publisher. Bad options are reported by NewPublisher
 // and Validate. The Consumer's options are consume.Options (see
 // NewConsumer).
-type Option interface {
-	applyPublisher(*publisherConfig)
-}
+type Option func(*publisherConfig)
 
 type publisherConfig struct {
 	source         string
@@ -34,20 +32,16 @@ type publisherConfig struct {
 	optionerr.Errors
 }
 
-type publisherOption func(*publisherConfig)
-
-func (f publisherOption) applyPublisher(c *publisherConfig) { f(c) }
-
 // WithSource sets the CloudEvents source of the envelopes published, when
 // the envelope has none (default outbox.DefaultSource); it is also the
 // message's app-id. It must not be empty.
 func WithSource(source string) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if source == "" {
 			c.Fail("source is empty")
 		}
 		c.source = source
-	})
+	}
 }
 
 // WithExchange publishes every event to the exchange name, with the
@@ -56,12 +50,12 @@ func WithSource(source string) Option {
 // queue named by its routing key: the Topic then names the queue.
 // WithRouting overrides it.
 func WithExchange(name string) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if len(name) > maxShortStr {
 			c.Fail("exchange name is longer than %d bytes", maxShortStr)
 		}
 		c.exchange = name
-	})
+	}
 }
 
 // WithRouting chooses the exchange and routing key of each event, such as
@@ -72,12 +66,12 @@ func WithExchange(name string) Option {
 // It must be deterministic and safe for concurrent use. A name longer
 // than 255 bytes fails the event with ErrInvalidMessage (permanent).
 func WithRouting(f func(e *outbox.Envelope) (exchange, key string)) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if f == nil {
 			c.Fail("routing function is nil")
 		}
 		c.routing = f
-	})
+	}
 }
 
 // WithConfirmTimeout bounds how long the Publisher waits for the broker to
@@ -86,12 +80,12 @@ func WithRouting(f func(e *outbox.Envelope) (exchange, key string)) Option {
 // ErrConfirmTimeout, marked outbox.Unavailable: they may have reached the
 // broker, and are published again later.
 func WithConfirmTimeout(d time.Duration) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if d < 0 {
 			c.Fail("confirm timeout %v is negative", d)
 		}
 		c.confirmTimeout = d
-	})
+	}
 }
 
 // WithMessage lets f adjust each event's message before it is published:
@@ -100,12 +94,12 @@ func WithConfirmTimeout(d time.Duration) Option {
 // sets MessageId and Body after f, so those stay the event id and the
 // envelope. f must be safe for concurrent use; m.Headers is never nil.
 func WithMessage(f func(e *outbox.Envelope, m *amqp.Publishing)) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if f == nil {
 			c.Fail("message function is nil")
 		}
 		c.message = f
-	})
+	}
 }
 
 // WithDial gives a function that opens a new connection when the current
@@ -116,23 +110,23 @@ func WithMessage(f func(e *outbox.Envelope, m *amqp.Publishing)) Option {
 // nil: the first publish dials. See Dialer; WithConsumerDial is the
 // Consumer's.
 func WithDial(dial DialFunc) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if dial == nil {
 			c.Fail("dial function is nil")
 		}
 		c.dial = dial
-	})
+	}
 }
 
 // WithLogger sets the Publisher's logger (default slog.Default()).
 // Payloads are never logged. A Consumer's is consume.WithLogger.
 func WithLogger(l *slog.Logger) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if l == nil {
 			c.Fail("logger is nil")
 		}
 		c.logger = l
-	})
+	}
 }
 
 // WithTopology declares what the Publisher needs (exchanges, queues,
@@ -142,10 +136,10 @@ func WithLogger(l *slog.Logger) Option {
 // logged and the batch reported outbox.Unavailable (no attempt spent),
 // until f succeeds. WithConsumerTopology is the Consumer's.
 func WithTopology(f func(ch *amqp.Channel) error) Option {
-	return publisherOption(func(c *publisherConfig) {
+	return func(c *publisherConfig) {
 		if f == nil {
 			c.Fail("topology function is nil")
 		}
 		c.topology = f
-	})
+	}
 }

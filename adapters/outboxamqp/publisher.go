@@ -61,13 +61,7 @@ var (
 // WithDial; it does not talk to the broker.
 func NewPublisher(conn *amqp.Connection, opts ...Option) (*Publisher, error) {
 	cfg := publisherConfig{source: outbox.DefaultSource, confirmTimeout: DefaultConfirmTimeout, Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
-	for _, o := range opts {
-		if o == nil {
-			cfg.Fail("nil option")
-			continue
-		}
-		o.applyPublisher(&cfg)
-	}
+	optionerr.Apply(&cfg, &cfg.Errors, opts)
 	if conn == nil && cfg.dial == nil {
 		cfg.Fail("connection is nil and no DialFunc (WithDial) is given")
 	}

@@ -49,13 +49,7 @@ var (
 func NewPublisher(cl *kgo.Client, opts ...Option) (*Publisher, error) {
 	cfg := config{source: outbox.DefaultSource, ackTimeout: DefaultAckTimeout, logger: slog.Default(),
 		Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
-	for _, o := range opts {
-		if o == nil {
-			cfg.Fail("nil option")
-			continue
-		}
-		o(&cfg)
-	}
+	optionerr.Apply(&cfg, &cfg.Errors, opts)
 	p := &Publisher{cl: cl, cfg: cfg}
 	if cl == nil {
 		p.cfg.Fail("nil client")

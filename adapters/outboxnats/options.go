@@ -38,13 +38,7 @@ const ContentType = "application/cloudevents+json; charset=utf-8"
 
 // Option configures a Publisher; NewPublisher reports a bad one. The
 // Consumer's options are consume.Options (see NewConsumer).
-type Option interface {
-	applyPublisher(*pubConfig)
-}
-
-type pubOption func(*pubConfig)
-
-func (f pubOption) applyPublisher(c *pubConfig) { f(c) }
+type Option func(*pubConfig)
 
 type pubConfig struct {
 	source         string
@@ -60,35 +54,35 @@ type pubConfig struct {
 // WithSource sets the CloudEvents source of the events published, when the
 // envelope has none (default outbox.DefaultSource). It must not be empty.
 func WithSource(source string) Option {
-	return pubOption(func(c *pubConfig) {
+	return func(c *pubConfig) {
 		if source == "" {
 			c.Fail("empty source")
 		}
 		c.source = source
-	})
+	}
 }
 
 // WithSubjectPrefix puts prefix before every subject, such as "shop." to
 // publish the Topic "orders" to "shop.orders". The default is none. The
 // prefix followed by a token must be a valid subject.
 func WithSubjectPrefix(prefix string) Option {
-	return pubOption(func(c *pubConfig) {
+	return func(c *pubConfig) {
 		if err := checkPrefix(prefix); err != nil {
 			c.Fail("%v", err)
 		}
 		c.prefix = prefix
-	})
+	}
 }
 
 // WithDefaultSubject sets the subject of events with no Topic (default
 // DefaultSubject, "outbox"), after the prefix. It must be a valid subject.
 func WithDefaultSubject(subject string) Option {
-	return pubOption(func(c *pubConfig) {
+	return func(c *pubConfig) {
 		if err := checkSubject(subject); err != nil {
 			c.Fail("default subject: %v", err)
 		}
 		c.defaultSubject = subject
-	})
+	}
 }
 
 // WithSubjectFunc chooses the subject of each event with fn instead of its
@@ -97,12 +91,12 @@ func WithDefaultSubject(subject string) Option {
 // safe for concurrent use; an event whose subject is invalid fails with
 // ErrInvalidSubject, marked outbox.Permanent.
 func WithSubjectFunc(fn func(e *outbox.Envelope) string) Option {
-	return pubOption(func(c *pubConfig) {
+	return func(c *pubConfig) {
 		if fn == nil {
 			c.Fail("nil subject function")
 		}
 		c.subjectFunc = fn
-	})
+	}
 }
 
 // WithExpectStream makes JetStream refuse a message unless the stream that
@@ -111,12 +105,12 @@ func WithSubjectFunc(fn func(e *outbox.Envelope) string) Option {
 // instead of landing there. Such a failure is an ordinary error: the relay
 // retries it, then marks the event dead.
 func WithExpectStream(stream string) Option {
-	return pubOption(func(c *pubConfig) {
+	return func(c *pubConfig) {
 		if stream == "" {
 			c.Fail("empty expected stream")
 		}
 		c.expectStream = stream
-	})
+	}
 }
 
 // WithAckTimeout sets how long PublishBatch waits for JetStream's
@@ -126,22 +120,22 @@ func WithExpectStream(stream string) Option {
 // them again later, when the duplicate window drops any that JetStream
 // did store.
 func WithAckTimeout(d time.Duration) Option {
-	return pubOption(func(c *pubConfig) {
+	return func(c *pubConfig) {
 		if d < time.Millisecond {
 			c.Fail("ack timeout %v is shorter than 1ms", d)
 		}
 		c.ackTimeout = d
-	})
+	}
 }
 
 // WithLogger sets the Publisher's logger (default slog.Default()). It logs
 // at debug level only (the relay reports outcomes); payloads are never
 // logged. A Consumer's is consume.WithLogger.
 func WithLogger(l *slog.Logger) Option {
-	return pubOption(func(c *pubConfig) {
+	return func(c *pubConfig) {
 		if l == nil {
 			c.Fail("nil logger")
 		}
 		c.logger = l
-	})
+	}
 }

@@ -63,13 +63,7 @@ func NewPublisher(js jetstream.JetStream, opts ...Option) (*Publisher, error) {
 	if js == nil {
 		cfg.Fail("nil JetStream")
 	}
-	for _, o := range opts {
-		if o == nil {
-			cfg.Fail("nil option")
-			continue
-		}
-		o.applyPublisher(&cfg)
-	}
+	optionerr.Apply(&cfg, &cfg.Errors, opts)
 	if err := cfg.Err(); err != nil {
 		return nil, err
 	}
