@@ -66,7 +66,7 @@ func (p *Publisher) message(idx int, e *outbox.Envelope) (*item, error) {
 		return nil, outbox.Permanent(fmt.Errorf("%w: event of type %q has no id", ErrInvalidMessage, e.Type))
 	}
 	exchange, key := p.Route(e)
-	body, err := adapterkit.EncodeEnvelope(e, p.cfg.source, ErrInvalidMessage)
+	body, err := adapterkit.EncodeEnvelope(e, p.cfg.Source, ErrInvalidMessage)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func (p *Publisher) message(idx int, e *outbox.Envelope) (*item, error) {
 		ContentType:  ContentType,
 		DeliveryMode: amqp.Persistent,
 		Type:         e.Type,
-		AppId:        cmp.Or(e.Source, p.cfg.source),
+		AppId:        cmp.Or(e.Source, p.cfg.Source),
 		Timestamp:    e.CreatedAt,
 		Headers:      headers(e),
 	}

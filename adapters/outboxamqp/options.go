@@ -7,7 +7,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/gormoutbox/outbox"
-	"github.com/gormoutbox/outbox/internal/optionerr"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // DefaultConfirmTimeout is how long a Publisher waits for the broker's
@@ -21,15 +21,13 @@ const DefaultConfirmTimeout = 30 * time.Second
 type Option func(*publisherConfig)
 
 type publisherConfig struct {
-	source         string
+	adapterkit.PublisherConfig
 	exchange       string
 	routing        func(e *outbox.Envelope) (exchange, key string)
 	confirmTimeout time.Duration
 	message        func(e *outbox.Envelope, m *amqp.Publishing)
 	dial           DialFunc
-	logger         *slog.Logger
 	topology       func(ch *amqp.Channel) error
-	optionerr.Errors
 }
 
 // WithSource sets the CloudEvents source of the envelopes published, when
@@ -37,10 +35,7 @@ type publisherConfig struct {
 // message's app-id. It must not be empty.
 func WithSource(source string) Option {
 	return func(c *publisherConfig) {
-		if source == "" {
-			c.Fail("source is empty")
-		}
-		c.source = source
+		c.SetSource(source)
 	}
 }
 
@@ -122,10 +117,7 @@ func WithDial(dial DialFunc) Option {
 // Payloads are never logged. A Consumer's is consume.WithLogger.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *publisherConfig) {
-		if l == nil {
-			c.Fail("logger is nil")
-		}
-		c.logger = l
+		c.SetLogger(l)
 	}
 }
 

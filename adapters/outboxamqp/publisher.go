@@ -9,6 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 	"github.com/gormoutbox/outbox/internal/optionerr"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -60,12 +61,12 @@ var (
 // wrapping ErrInvalidOption for a bad option or a nil conn without
 // WithDial; it does not talk to the broker.
 func NewPublisher(conn *amqp.Connection, opts ...Option) (*Publisher, error) {
-	cfg := publisherConfig{source: outbox.DefaultSource, confirmTimeout: DefaultConfirmTimeout, Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
+	cfg := publisherConfig{PublisherConfig: adapterkit.NewPublisherConfig(ErrInvalidOption), confirmTimeout: DefaultConfirmTimeout}
 	optionerr.Apply(&cfg, &cfg.Errors, opts)
 	if conn == nil && cfg.dial == nil {
 		cfg.Fail("connection is nil and no DialFunc (WithDial) is given")
 	}
-	log := cfg.logger
+	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}

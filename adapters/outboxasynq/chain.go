@@ -137,7 +137,7 @@ func (p *Publisher) publishChained(ctx context.Context, e *outbox.Envelope, task
 		return p.failed(ctx, e, queue, err)
 	}
 	if !ok {
-		p.cfg.logger.WarnContext(ctx, "the chain of a partition key moved while its event was enqueued; not recorded as its last",
+		p.cfg.Logger.WarnContext(ctx, "the chain of a partition key moved while its event was enqueued; not recorded as its last",
 			"event_id", e.ID, "queue", queue)
 	}
 	return nil

@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gormoutbox/outbox"
-	"github.com/gormoutbox/outbox/internal/optionerr"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // DefaultRetention is how long asynq keeps a task after it succeeded,
@@ -32,27 +32,22 @@ const DefaultRetention = 24 * time.Hour
 type Option func(*publisherConfig)
 
 type publisherConfig struct {
-	source    string
+	adapterkit.PublisherConfig
 	taskType  func(*outbox.Envelope) string
 	queue     func(*outbox.Envelope) string
 	maxRetry  int // -1: asynq's default
 	timeout   time.Duration
 	retention time.Duration
 	extra     func(*outbox.Envelope) []asynq.Option
-	logger    *slog.Logger
 	// chainRedis is the Redis of WithKeyChain.
 	chainRedis redis.UniversalClient
-	optionerr.Errors
 }
 
 func defaultPublisherConfig() publisherConfig {
 	return publisherConfig{
-		source:    outbox.DefaultSource,
-		maxRetry:  -1,
-		retention: DefaultRetention,
-		logger:    slog.Default(),
-
-		Errors: optionerr.Errors{Sentinel: ErrInvalidOption},
+		PublisherConfig: adapterkit.NewPublisherConfig(ErrInvalidOption),
+		maxRetry:        -1,
+		retention:       DefaultRetention,
 	}
 }
 
@@ -61,10 +56,7 @@ func defaultPublisherConfig() publisherConfig {
 // must not be empty.
 func WithSource(source string) Option {
 	return func(c *publisherConfig) {
-		if source == "" {
-			c.Fail("source is empty")
-		}
-		c.source = source
+		c.SetSource(source)
 	}
 }
 
@@ -152,10 +144,7 @@ func WithTaskOptions(f func(e *outbox.Envelope) []asynq.Option) Option {
 // consume.WithLogger.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *publisherConfig) {
-		if l == nil {
-			c.Fail("logger is nil")
-		}
-		c.logger = l
+		c.SetLogger(l)
 	}
 }
 

@@ -102,7 +102,7 @@ func (p *Publisher) Publish(ctx context.Context, e *outbox.Envelope) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, asynq.ErrTaskIDConflict):
-		p.cfg.logger.DebugContext(ctx, "task already enqueued; counted as delivered",
+		p.cfg.Logger.DebugContext(ctx, "task already enqueued; counted as delivered",
 			"event_id", e.ID, "event_type", e.Type, "queue", queue)
 		return nil
 	}
@@ -116,7 +116,7 @@ func (p *Publisher) failed(ctx context.Context, e *outbox.Envelope, queue string
 	down := redisdown.Outage(ctx, err) // classified on the original error, before ours names the event
 	err = fmt.Errorf("outboxasynq: enqueueing event %s (%s) into queue %q: %w", e.ID, e.Type, queue, err)
 	if down {
-		p.cfg.logger.DebugContext(ctx, "redis unavailable", "event_id", e.ID, "queue", queue, "error", err)
+		p.cfg.Logger.DebugContext(ctx, "redis unavailable", "event_id", e.ID, "queue", queue, "error", err)
 		return outbox.Unavailable(err)
 	}
 	return err
@@ -147,7 +147,7 @@ func (p *Publisher) task(e *outbox.Envelope) (*asynq.Task, []asynq.Option, strin
 
 	env := *e // the caller's envelope is not modified
 	if env.Source == "" {
-		env.Source = p.cfg.source
+		env.Source = p.cfg.Source
 	}
 	payload, err := json.Marshal(&env)
 	if err != nil {

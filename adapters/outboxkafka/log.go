@@ -15,7 +15,7 @@ import (
 // rejected record batch, and the offsets written per partition
 // ("topic/partition@first-last", as receipts).
 func (p *Publisher) logBatch(ctx context.Context, b *batch, rounds int, took time.Duration) {
-	if !p.cfg.logger.Enabled(ctx, slog.LevelDebug) {
+	if !p.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
 	span := map[string][2]int64{}
@@ -37,6 +37,6 @@ func (p *Publisher) logBatch(ctx context.Context, b *batch, rounds int, took tim
 		parts = append(parts, fmt.Sprintf("%s@%d-%d", k, s[0], s[1]))
 	}
 	slices.Sort(parts)
-	p.cfg.logger.DebugContext(ctx, "outboxkafka: batch produced", "events", len(b.es), "published", published,
+	p.cfg.Logger.DebugContext(ctx, "outboxkafka: batch produced", "events", len(b.es), "published", published,
 		"failed", len(b.es)-published, "rounds_after_rejection", rounds, "offsets", strings.Join(parts, " "), "took", took)
 }

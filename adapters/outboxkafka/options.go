@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/gormoutbox/outbox"
-	"github.com/gormoutbox/outbox/internal/optionerr"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // DefaultAckTimeout is how long PublishBatch waits for the broker to
@@ -57,13 +57,11 @@ func (l Layout) String() string {
 type Option func(*config)
 
 type config struct {
+	adapterkit.PublisherConfig
 	topic      string
 	topicFunc  func(e *outbox.Envelope) string
 	layout     Layout
-	source     string
 	ackTimeout time.Duration
-	logger     *slog.Logger
-	optionerr.Errors
 }
 
 // WithTopic sets the topic of events that have no Topic (and that
@@ -106,10 +104,7 @@ func WithLayout(l Layout) Option {
 // envelope has none (default outbox.DefaultSource). It must not be empty.
 func WithSource(source string) Option {
 	return func(c *config) {
-		if source == "" {
-			c.Fail("empty source")
-		}
-		c.source = source
+		c.SetSource(source)
 	}
 }
 
@@ -133,9 +128,6 @@ func WithAckTimeout(d time.Duration) Option {
 // payloads are never logged.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
-		if l == nil {
-			c.Fail("nil logger")
-		}
-		c.logger = l
+		c.SetLogger(l)
 	}
 }

@@ -3,7 +3,6 @@ package outboxkafka
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 	"github.com/gormoutbox/outbox/internal/optionerr"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -47,8 +47,7 @@ var (
 // more than one produce request in flight. It does not talk to the
 // brokers.
 func NewPublisher(cl *kgo.Client, opts ...Option) (*Publisher, error) {
-	cfg := config{source: outbox.DefaultSource, ackTimeout: DefaultAckTimeout, logger: slog.Default(),
-		Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
+	cfg := config{PublisherConfig: adapterkit.NewPublisherConfig(ErrInvalidOption), ackTimeout: DefaultAckTimeout}
 	optionerr.Apply(&cfg, &cfg.Errors, opts)
 	p := &Publisher{cl: cl, cfg: cfg}
 	if cl == nil {

@@ -125,7 +125,7 @@ func eventHeaders(e *outbox.Envelope) []kgo.RecordHeader {
 func (p *Publisher) withSource(e *outbox.Envelope) *outbox.Envelope {
 	env := *e
 	if env.Source == "" {
-		env.Source = p.cfg.source
+		env.Source = p.cfg.Source
 	}
 	return &env
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/gormoutbox/outbox"
-	"github.com/gormoutbox/outbox/internal/optionerr"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // DefaultSubject is the subject of events that have no Topic (and that
@@ -41,24 +41,19 @@ const ContentType = "application/cloudevents+json; charset=utf-8"
 type Option func(*pubConfig)
 
 type pubConfig struct {
-	source         string
+	adapterkit.PublisherConfig
 	prefix         string
 	defaultSubject string
 	subjectFunc    func(e *outbox.Envelope) string
 	expectStream   string
 	ackTimeout     time.Duration
-	logger         *slog.Logger
-	optionerr.Errors
 }
 
 // WithSource sets the CloudEvents source of the events published, when the
 // envelope has none (default outbox.DefaultSource). It must not be empty.
 func WithSource(source string) Option {
 	return func(c *pubConfig) {
-		if source == "" {
-			c.Fail("empty source")
-		}
-		c.source = source
+		c.SetSource(source)
 	}
 }
 
@@ -133,9 +128,6 @@ func WithAckTimeout(d time.Duration) Option {
 // logged. A Consumer's is consume.WithLogger.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *pubConfig) {
-		if l == nil {
-			c.Fail("nil logger")
-		}
-		c.logger = l
+		c.SetLogger(l)
 	}
 }

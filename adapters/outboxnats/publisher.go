@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -54,11 +53,9 @@ var (
 // connects again.
 func NewPublisher(js jetstream.JetStream, opts ...Option) (*Publisher, error) {
 	cfg := pubConfig{
-		Errors:         optionerr.Errors{Sentinel: ErrInvalidOption},
-		logger:         slog.Default(),
-		source:         outbox.DefaultSource,
-		defaultSubject: DefaultSubject,
-		ackTimeout:     DefaultAckTimeout,
+		PublisherConfig: adapterkit.NewPublisherConfig(ErrInvalidOption),
+		defaultSubject:  DefaultSubject,
+		ackTimeout:      DefaultAckTimeout,
 	}
 	if js == nil {
 		cfg.Fail("nil JetStream")
@@ -190,7 +187,7 @@ func (p *Publisher) await(ctx context.Context, es []*outbox.Envelope, msgs []*na
 		select {
 		case ack := <-f.Ok():
 			if ack.Duplicate {
-				p.cfg.logger.DebugContext(ctx, "outboxnats: JetStream dropped a duplicate; counted as published",
+				p.cfg.Logger.DebugContext(ctx, "outboxnats: JetStream dropped a duplicate; counted as published",
 					"event_id", es[i].ID, "event_type", es[i].Type, "stream", ack.Stream, "seq", ack.Sequence)
 			}
 			continue
@@ -223,7 +220,7 @@ func (p *Publisher) message(e *outbox.Envelope) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	body, err := adapterkit.EncodeEnvelope(e, p.cfg.source, ErrInvalidMessage)
+	body, err := adapterkit.EncodeEnvelope(e, p.cfg.Source, ErrInvalidMessage)
 	if err != nil {
 		return nil, err
 	}

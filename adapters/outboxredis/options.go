@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/gormoutbox/outbox"
-	"github.com/gormoutbox/outbox/internal/optionerr"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 )
 
 // DefaultStream is the stream of events that have no Topic (and that the
@@ -30,7 +30,7 @@ const (
 type Option func(*pubConfig)
 
 type pubConfig struct {
-	source        string
+	adapterkit.PublisherConfig
 	defaultStream string
 	prefix        string
 	streamFunc    func(e *outbox.Envelope) string
@@ -39,8 +39,6 @@ type pubConfig struct {
 	keyChain      bool
 	waitReplicas  int           // WithWaitReplicas: 0 for none
 	waitTimeout   time.Duration // WithWaitReplicas
-	logger        *slog.Logger
-	optionerr.Errors
 }
 
 // WithSource sets the CloudEvents source of the events published, when
@@ -48,10 +46,7 @@ type pubConfig struct {
 // empty.
 func WithSource(source string) Option {
 	return func(c *pubConfig) {
-		if source == "" {
-			c.Fail("empty source")
-		}
-		c.source = source
+		c.SetSource(source)
 	}
 }
 
@@ -121,10 +116,7 @@ func WithIdempotentProducer(producerID string) Option {
 // Consumer's is consume.WithLogger.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *pubConfig) {
-		if l == nil {
-			c.Fail("nil logger")
-		}
-		c.logger = l
+		c.SetLogger(l)
 	}
 }
 

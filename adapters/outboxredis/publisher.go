@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/adapterkit"
 	"github.com/gormoutbox/outbox/internal/adapterkit/redisdown"
 	"github.com/gormoutbox/outbox/internal/optionerr"
 	"github.com/gormoutbox/outbox/relay"
@@ -34,8 +35,7 @@ var (
 // default stream, after the prefix of WithStreamPrefix. A bad option is
 // reported by Validate, which relay.New calls.
 func NewStreamPublisher(rdb redis.UniversalClient, opts ...Option) *StreamPublisher {
-	cfg := pubConfig{source: outbox.DefaultSource, defaultStream: DefaultStream, logger: slog.Default(),
-		Errors: optionerr.Errors{Sentinel: ErrInvalidOption}}
+	cfg := pubConfig{PublisherConfig: adapterkit.NewPublisherConfig(ErrInvalidOption), defaultStream: DefaultStream}
 	optionerr.Apply(&cfg, &cfg.Errors, opts)
 	if rdb == nil {
 		cfg.Fail("nil redis client")
@@ -44,7 +44,7 @@ func NewStreamPublisher(rdb redis.UniversalClient, opts ...Option) *StreamPublis
 			cfg.Fail("%v", err)
 		}
 	}
-	return &StreamPublisher{rdb: rdb, cfg: cfg, log: cfg.logger}
+	return &StreamPublisher{rdb: rdb, cfg: cfg, log: cfg.Logger}
 }
 
 // Validate reports the first configuration errors (joined), each wrapping
@@ -150,7 +150,7 @@ func (p *StreamPublisher) args(e *outbox.Envelope, idmp bool) (*redis.XAddArgs, 
 	}
 	env := *e
 	if env.Source == "" {
-		env.Source = p.cfg.source
+		env.Source = p.cfg.Source
 	}
 	body, err := env.MarshalJSON()
 	if err != nil {

@@ -92,3 +92,24 @@ func TestCallRecoversAPanic(t *testing.T) {
 		t.Errorf("Call: %v", err)
 	}
 }
+
+func TestPublisherConfig(t *testing.T) {
+	sentinel := errors.New("x: invalid option")
+	c := NewPublisherConfig(sentinel)
+	if c.Source != outbox.DefaultSource || c.Logger != slog.Default() || c.Err() != nil {
+		t.Fatalf("defaults: %q, %v, %v", c.Source, c.Logger, c.Err())
+	}
+	l := slog.New(slog.DiscardHandler)
+	c.SetSource("shop")
+	c.SetLogger(l)
+	if c.Source != "shop" || c.Logger != l || c.Err() != nil {
+		t.Errorf("set: %q, %v, %v", c.Source, c.Logger, c.Err())
+	}
+	c.SetSource("")
+	c.SetLogger(nil)
+	err := c.Err()
+	if !errors.Is(err, sentinel) || !strings.Contains(err.Error(), "x: invalid option: empty source") ||
+		!strings.Contains(err.Error(), "x: invalid option: nil logger") {
+		t.Errorf("bad values: %v", err)
+	}
+}

@@ -13,7 +13,10 @@
 //   - CheckEnvelope: an envelope upcast and checked by a registry;
 //   - Collect, Every and EncodeEnvelope: the receive loop, the keepers'
 //     ticker and the envelope's encoding that transports and publishers
-//     share.
+//     share;
+//   - PublisherConfig: what every publisher's configuration holds (the
+//     source of events that have none, the logger, the option errors),
+//     set by each publisher's WithSource and WithLogger.
 //
 // The consumer's policy (handlers, typed handlers, idempotency, outcomes)
 // is package consume's, public; this package holds what only the
