@@ -34,9 +34,6 @@ func TestOutageRule(t *testing.T) {
 		if !Outage(context.Background(), err, isBroker) {
 			t.Errorf("%v: not an outage", err)
 		}
-		if !outbox.IsUnavailable(Classify(context.Background(), err, isBroker)) {
-			t.Errorf("%v: not classified Unavailable", err)
-		}
 	}
 	for _, err := range []error{nil, errors.New("message too large"), fmt.Errorf("x: %w", outbox.ErrInvalidEnvelope)} {
 		if Outage(context.Background(), err, isBroker) {

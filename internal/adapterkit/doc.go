@@ -1,10 +1,11 @@
 // Package adapterkit holds what the broker adapters (package inproc and
 // the modules under adapters/) share, so that each rule is written once:
 //
-//   - Outage and Classify: the "is the broker down" rule documented on
-//     relay.Publisher (a transport failure, a broker that cannot take the
-//     message now, or a call whose context ended before the broker
-//     answered), with the broker's own checks plugged in;
+//   - Outage: the "is the broker down" rule documented on relay.Publisher
+//     (a transport failure, a broker that cannot take the message now, or
+//     a call whose context ended before the broker answered), with the
+//     broker's own checks plugged in; a publisher decides it on the
+//     broker's error and marks its own, wrapped, outbox.Unavailable;
 //   - CheckHandlerName: the rule for the names of idempotent handlers;
 //   - Call: panic recovery around a handler;
 //   - RetryStep, NextPause and Sleep: the consumers' backoff;

@@ -6,8 +6,6 @@ import (
 	"io"
 	"net"
 	"syscall"
-
-	"github.com/gormoutbox/outbox"
 )
 
 // Outage reports whether err, returned by a call to a broker made under
@@ -57,13 +55,4 @@ func Transport(err error) bool {
 		return true
 	}
 	return false
-}
-
-// Classify returns err marked outbox.Unavailable when Outage says the
-// broker is down, and err as it is otherwise.
-func Classify(ctx context.Context, err error, broker func(error) bool) error {
-	if Outage(ctx, err, broker) {
-		return outbox.Unavailable(err)
-	}
-	return err
 }

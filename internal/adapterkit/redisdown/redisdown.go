@@ -17,9 +17,6 @@ import (
 // or of asynq, which wraps them) made under ctx.
 func Outage(ctx context.Context, err error) bool { return adapterkit.Outage(ctx, err, Down) }
 
-// Classify is adapterkit.Classify for an error of a Redis command.
-func Classify(ctx context.Context, err error) error { return adapterkit.Classify(ctx, err, Down) }
-
 // Down reports whether err is Redis's own way of saying that it cannot
 // serve now: a closed client or an exhausted pool, a server that is
 // loading, busy with a script, failing over, read-only, short of
