@@ -198,6 +198,7 @@ func TestConsumerRebalance(t *testing.T) {
 // consumers of a keyed backlog: every event takes effect once, each key's
 // in commit order, nothing is dead.
 func TestConsumerFaults(t *testing.T) {
+	testenv.LongFault(t)
 	const n = 1200
 	c := newFake(t)
 	b := newBacklog(t, c, n)

@@ -163,5 +163,7 @@
 // names its seed brokers (host:port,…): the publisher's faults, and the
 // Consumer through the consumer kit's conformance suite
 // (consume/consumetest), rebalances, moved leaders, a lost coordinator and
-// injected fetch and commit errors.
+// injected fetch and commit errors. The long fault scenarios among them
+// (brokers cut or removed, a relay killed) run only with
+// OUTBOX_FAULT_SUITE=1, as CI sets.
 package outboxkafka

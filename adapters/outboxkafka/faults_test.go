@@ -120,6 +120,7 @@ func (d *drain) check() {
 // large events die, every other one is published at least once, none
 // spends more than one attempt, and no key's events are reordered.
 func TestBrokerErrorsKeepKeyOrder(t *testing.T) {
+	testenv.LongFault(t)
 	const n = 600
 	c := newFake(t)
 	for _, dialect := range testenv.Dialects {
@@ -151,6 +152,7 @@ func TestBrokerErrorsKeepKeyOrder(t *testing.T) {
 // ones), none spends more than one attempt, no key's events are
 // reordered.
 func TestLeadersMoveAndBrokerLeaves(t *testing.T) {
+	testenv.LongFault(t)
 	const n = 1500
 	for _, dialect := range testenv.Dialects {
 		t.Run(dialect, func(t *testing.T) {

@@ -105,6 +105,7 @@ func TestHelperRelay(t *testing.T) {
 // duplicates by event id sees each key's events in commit order, and an
 // idempotent one gives every event its effect exactly once.
 func TestRelayKilledMidBatch(t *testing.T) {
+	testenv.LongFault(t)
 	onEach(t, func(t *testing.T, c *cluster, dialect string) {
 		dsn := testenv.DSN(t, dialect)
 		db, store := setupDB(t, openDSN(t, dialect, dsn))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gormoutbox/outbox"
 	"github.com/gormoutbox/outbox/adapters/outboxkafka"
+	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
 )
 
@@ -19,6 +20,7 @@ import (
 // flight when the wait ended, at least once), in per-key order, and an
 // idempotent consumer gives each one effect.
 func TestBrokerOutageSpendsNoAttempts(t *testing.T) {
+	testenv.LongFault(t)
 	const before, during = 40, 160
 	onEach(t, func(t *testing.T, c *cluster, dialect string) {
 		db, store := outboxDB(t, dialect)

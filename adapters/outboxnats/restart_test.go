@@ -51,6 +51,7 @@ func (p *outagePublisher) PublishBatch(ctx context.Context, es []*outbox.Envelop
 // again: the relay spends no event's attempt on the outage, and every event
 // is stored once and handled once.
 func TestBrokerRestart(t *testing.T) {
+	testenv.LongFault(t)
 	testenv.Each(t, func(t *testing.T, db *gorm.DB) {
 		const events = 1000
 		srv := startServer(t, "-js")

@@ -10,22 +10,23 @@
 // a message naming the variable that points it there (README, "Tests"),
 // and a plain `go test` would not say so.
 //
-// The fault suite (module tests/: throw-away servers killed and cut, about
-// ten minutes) runs only with OUTBOX_FAULT_SUITE=1, as .ci/run sets.
+// The long fault scenarios run only with OUTBOX_FAULT_SUITE=1, as .ci/run
+// sets: the modules tests/ (the fault suite: throw-away servers killed
+// and cut, about ten minutes) and tests/walbrokers (WAL mode through
+// RabbitMQ and NATS on throw-away PostgreSQL servers), and the tests
+// elsewhere that skip with internal/testenv.LongFault.
+//
 // Arguments are passed to go test (such as -count=1 or -run X). It exits
-// with 1 when a test failed.
+// with 1 when a test failed, and, under OUTBOX_REQUIRE_SERVICES=1, when
+// a test was skipped for want of a server's variable (such a test fails
+// itself then; testrun checks it again).
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,8 +36,19 @@ import (
 // CI's own tools): the benchmarks, run on their own.
 var skipped = map[string]bool{"bench": true}
 
-// faultEnv turns on the fault suite (module tests/).
+// faultEnv turns on the long fault scenarios, among them the modules of
+// gated.
 const faultEnv = "OUTBOX_FAULT_SUITE"
+
+// requireEnv makes a missing server fail the run (CI sets it).
+const requireEnv = "OUTBOX_REQUIRE_SERVICES"
+
+// gated are the modules that run only with OUTBOX_FAULT_SUITE=1, and
+// what each is (the reason its skip line gives).
+var gated = map[string]string{
+	"tests":            "the fault suite (module tests/: throw-away servers killed, frozen and cut, about 10 minutes)",
+	"tests/walbrokers": "WAL mode through RabbitMQ and NATS (module tests/walbrokers: throw-away PostgreSQL servers)",
+}
 
 func main() {
 	root, err := repoRoot()
@@ -48,11 +60,14 @@ func main() {
 		fatal(err)
 	}
 	args := append(raceFlag(), os.Args[1:]...)
-	r := &report{skips: map[string][]string{}}
+	r := newReport(os.Stdout, os.Getenv(requireEnv) == "1")
+	fault := os.Getenv(faultEnv) == "1"
+	fmt.Printf("testrun: go test %s ./... in %d modules; long fault scenarios %s\n",
+		strings.Join(args, " "), len(mods), map[bool]string{true: "on", false: "off (" + faultEnv + "=1 turns them on)"}[fault])
 	began := time.Now()
 	for _, m := range mods {
-		if m == "tests" && os.Getenv(faultEnv) != "1" {
-			r.addSkip("the fault suite (module tests/, about 10 minutes): set "+faultEnv+"=1", "tests/...")
+		if what, ok := gated[m]; ok && !fault {
+			r.addSkip(what+": set "+faultEnv+"=1 to run it", m+"/...")
 			continue
 		}
 		if err := r.run(filepath.Join(root, m), m, args); err != nil {
@@ -105,25 +120,9 @@ func raceFlag() []string {
 	return nil
 }
 
-// event is one line of go test -json.
-type event struct {
-	Action  string
-	Package string
-	Test    string
-	Output  string
-	Elapsed float64
-}
-
-// report gathers what the runs said.
-type report struct {
-	failed bool
-	skips  map[string][]string // reason → tests
-	pkgs   int
-}
-
 // run tests the module in dir and prints its packages' lines.
 func (r *report) run(dir, name string, args []string) error {
-	fmt.Printf("# %s\n", map[bool]string{true: "core module", false: "module " + name}[name == "."])
+	fmt.Fprintf(r.out, "# %s\n", map[bool]string{true: "core module", false: "module " + name}[name == "."])
 	cmd := exec.Command("go", append([]string{"test", "-json"}, append(args, "./...")...)...)
 	cmd.Dir = dir
 	cmd.Stderr = os.Stderr
@@ -132,92 +131,16 @@ func (r *report) run(dir, name string, args []string) error {
 		return err
 	}
 	if err := cmd.Start(); err != nil {
-		return err
+		return fmt.Errorf("go test in %s: %w", name, err)
 	}
 	r.read(out)
 	if err := cmd.Wait(); err != nil {
 		if _, ok := err.(*exec.ExitError); !ok {
-			return err
+			return fmt.Errorf("go test in %s: %w", name, err)
 		}
 		r.failed = true
 	}
 	return nil
-}
-
-// skipLine is the message line of a t.Skip: "    file_test.go:12: why".
-var skipLine = regexp.MustCompile(`^\s+\S+\.go:\d+: (.*)$`)
-
-// read prints a line per package, the output of failed tests, and records
-// the skipped tests with their reasons.
-func (r *report) read(in io.Reader) {
-	output := map[string][]string{} // package/test → its output lines
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var e event
-		if json.Unmarshal(sc.Bytes(), &e) != nil {
-			fmt.Println(sc.Text()) // a build error, printed as it came
-			continue
-		}
-		key := e.Package + " " + e.Test
-		switch {
-		case e.Action == "output":
-			output[key] = append(output[key], strings.TrimRight(e.Output, "\n"))
-		case e.Action == "skip" && e.Test != "":
-			r.addSkip(reasonOf(output[key]), e.Package+" "+e.Test)
-		case e.Action == "fail" && e.Test != "":
-			r.failed = true
-			fmt.Println(strings.Join(output[key], "\n"))
-		case e.Test == "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
-			r.pkgs++
-			r.failed = r.failed || e.Action == "fail"
-			took := fmt.Sprintf("%.1fs", e.Elapsed)
-			if slices.ContainsFunc(output[key], func(l string) bool { return strings.HasSuffix(l, "(cached)") }) {
-				took = "(cached)"
-			}
-			fmt.Printf("%-4s %s\t%s\n", map[string]string{"pass": "ok", "fail": "FAIL", "skip": "?"}[e.Action], e.Package, took)
-			if e.Action == "fail" {
-				for _, l := range output[key] {
-					if !strings.HasPrefix(l, "=== ") {
-						fmt.Println(l)
-					}
-				}
-			}
-		}
-	}
-}
-
-// reasonOf is the message of a skipped test's output.
-func reasonOf(lines []string) string {
-	for i := len(lines) - 1; i >= 0; i-- {
-		if m := skipLine.FindStringSubmatch(lines[i]); m != nil {
-			return m[1]
-		}
-	}
-	return "(no reason given)"
-}
-
-func (r *report) addSkip(reason, test string) { r.skips[reason] = append(r.skips[reason], test) }
-
-// summary prints the skipped tests by reason, most first, and the verdict.
-func (r *report) summary(took time.Duration) {
-	reasons := make([]string, 0, len(r.skips))
-	for k := range r.skips {
-		reasons = append(reasons, k)
-	}
-	slices.SortFunc(reasons, func(a, b string) int { return len(r.skips[b]) - len(r.skips[a]) })
-	if len(reasons) > 0 {
-		fmt.Println("\nSkipped, by reason:")
-	}
-	for _, k := range reasons {
-		tests := r.skips[k]
-		fmt.Printf("  %4d  %s\n", len(tests), k)
-	}
-	verdict := "PASS"
-	if r.failed {
-		verdict = "FAIL"
-	}
-	fmt.Printf("\n%s: %d packages in %s\n", verdict, r.pkgs, took.Round(time.Second))
 }
 
 func fatal(err error) {
