@@ -23,12 +23,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -60,24 +63,84 @@ func main() {
 		fatal(err)
 	}
 	args := append(raceFlag(), os.Args[1:]...)
-	r := newReport(os.Stdout, os.Getenv(requireEnv) == "1")
+	total := newReport(os.Stdout, os.Getenv(requireEnv) == "1")
 	fault := os.Getenv(faultEnv) == "1"
-	fmt.Printf("testrun: go test %s ./... in %d modules; long fault scenarios %s\n",
-		strings.Join(args, " "), len(mods), map[bool]string{true: "on", false: "off (" + faultEnv + "=1 turns them on)"}[fault])
-	began := time.Now()
+	var run []string
 	for _, m := range mods {
 		if what, ok := gated[m]; ok && !fault {
-			r.addSkip(what+": set "+faultEnv+"=1 to run it", m+"/...")
+			total.addSkip(what+": set "+faultEnv+"=1 to run it", m+"/...")
 			continue
 		}
-		if err := r.run(filepath.Join(root, m), m, args); err != nil {
-			fatal(err)
-		}
+		run = append(run, m)
 	}
-	r.summary(time.Since(began))
-	if r.failed {
+	// The fault suite's modules last, each alone: their timings are tight.
+	slices.SortStableFunc(run, func(a, b string) int { return cmpBool(gated[a] != "", gated[b] != "") })
+	fmt.Printf("testrun: go test %s ./... in %d modules, %d at once; long fault scenarios %s\n",
+		strings.Join(args, " "), len(run), modulesAtOnce,
+		map[bool]string{true: "on", false: "off (" + faultEnv + "=1 turns them on)"}[fault])
+	began := time.Now()
+	reports, err := testAll(root, run, args, total.required)
+	for _, r := range reports {
+		total.merge(r)
+	}
+	if err != nil {
+		fatal(err)
+	}
+	total.summary(time.Since(began))
+	if total.failed {
 		os.Exit(1)
 	}
+}
+
+// modulesAtOnce is how many modules are tested at the same time (but the
+// fault suite's): their tests wait on timers and servers much of the
+// time, which another module's build and tests then use.
+const modulesAtOnce = 2
+
+// testAll tests the modules, up to modulesAtOnce at a time but those of
+// gated each alone after the others, and returns their reports, in the
+// order of mods (gated ones last).
+func testAll(root string, mods, args []string, required bool) ([]*report, error) {
+	con := newConsole(os.Stdout, len(mods))
+	reports := make([]*report, len(mods))
+	errs := make([]error, len(mods))
+	test := func(i int) {
+		reports[i] = newReport(con.slot(i), required)
+		errs[i] = reports[i].run(filepath.Join(root, mods[i]), mods[i], args)
+		con.finish(i)
+	}
+	light := 0
+	for light < len(mods) && gated[mods[light]] == "" {
+		light++
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(modulesAtOnce, light) {
+		wg.Go(func() {
+			for i := range next {
+				test(i)
+			}
+		})
+	}
+	for i := range light {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i := light; i < len(mods); i++ {
+		test(i)
+	}
+	return reports, errors.Join(errs...)
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // repoRoot is the folder of the core module: this command's own module.
@@ -120,12 +183,13 @@ func raceFlag() []string {
 	return nil
 }
 
-// run tests the module in dir and prints its packages' lines.
+// run tests the module in dir, printing its packages' lines and go
+// test's own messages to r.out.
 func (r *report) run(dir, name string, args []string) error {
 	fmt.Fprintf(r.out, "# %s\n", map[bool]string{true: "core module", false: "module " + name}[name == "."])
 	cmd := exec.Command("go", append([]string{"test", "-json"}, append(args, "./...")...)...)
 	cmd.Dir = dir
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = r.out
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err

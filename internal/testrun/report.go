@@ -118,15 +118,24 @@ func reasonOf(lines []string) string {
 	return "(no reason given)"
 }
 
-func (r *report) addSkip(reason, test string) { r.skips[reason] = append(r.skips[reason], test) }
+// merge adds what module report o gathered to r.
+func (r *report) merge(o *report) {
+	r.failed = r.failed || o.failed
+	for reason, tests := range o.skips {
+		r.skips[reason] = append(r.skips[reason], tests...)
+	}
+	r.missing = append(r.missing, o.missing...)
+	r.pkgs += o.pkgs
+	for k, n := range o.counts {
+		r.counts[k] += n
+	}
+}
 
-// summary prints the skipped tests by reason, most first, those skipped
-// although every server was required, and the verdict with the tests'
-// counts (subtests included).
-func (r *report) summary(took time.Duration) {
-	reasons := make([]string, 0, len(r.skips))
-	for k := range r.skips {
-		reasons = append(reasons, k)
+// printSkips prints the reasons under the title, with how many tests
+// gave each, most first.
+func (r *report) printSkips(title string, reasons []string) {
+	if len(reasons) == 0 {
+		return
 	}
 	slices.SortFunc(reasons, func(a, b string) int {
 		if d := len(r.skips[b]) - len(r.skips[a]); d != 0 {
@@ -134,12 +143,29 @@ func (r *report) summary(took time.Duration) {
 		}
 		return strings.Compare(a, b)
 	})
-	if len(reasons) > 0 {
-		fmt.Fprintln(r.out, "\nSkipped, by reason:")
-	}
+	fmt.Fprintf(r.out, "\n%s\n", title)
 	for _, k := range reasons {
 		fmt.Fprintf(r.out, "  %4d  %s\n", len(r.skips[k]), k)
 	}
+}
+
+func (r *report) addSkip(reason, test string) { r.skips[reason] = append(r.skips[reason], test) }
+
+// summary prints the skipped tests by reason, most first: those that a
+// variable turns on, then those that do not apply here; those skipped
+// although every server was required; and the verdict with the tests'
+// counts (subtests included).
+func (r *report) summary(took time.Duration) {
+	var byVar, other []string
+	for k := range r.skips {
+		if strings.Contains(k, "OUTBOX_") {
+			byVar = append(byVar, k)
+		} else {
+			other = append(other, k)
+		}
+	}
+	r.printSkips("Skipped until a variable is set:", byVar)
+	r.printSkips("Skipped where they do not apply:", other)
 	if len(r.missing) > 0 {
 		fmt.Fprintf(r.out, "\nSkipped for want of a server although %s=1 (each a failure):\n", requireEnv)
 		for _, name := range r.missing {
