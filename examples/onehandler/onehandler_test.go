@@ -70,6 +70,10 @@ type broker struct {
 	pub    relay.Publisher
 	topic  string
 	run    func(t *testing.T, ctx context.Context, h consume.Handler) // until ctx ends
+	// subscribe, when not nil, registers the handler before the relay
+	// starts: in process, publishing is handling, and an event published
+	// before its handler is registered goes to no one.
+	subscribe func(t *testing.T, h consume.Handler)
 }
 
 const perBroker = 5
@@ -95,6 +99,9 @@ func TestOneHandlerEveryBroker(t *testing.T) {
 					return outbox.Emit(tx, outbox.Event{Type: "user.signed_up", Topic: b.topic, PartitionKey: "u" + fmt.Sprint(i),
 						Payload: SignedUp{User: fmt.Sprintf("%s-%d", b.system, i), Email: "x@example.com"}})
 				}))
+			}
+			if b.subscribe != nil {
+				b.subscribe(t, h)
 			}
 			r, err := relay.New(db, b.pub, relay.WithLogger(quiet()), relay.WithPollInterval(20*time.Millisecond))
 			must(t, err)
@@ -158,10 +165,9 @@ func env(t *testing.T, name, example string) (string, bool) {
 
 func inprocBroker(t *testing.T, store *idempotency.Store) broker {
 	mux := inproc.NewMux(store)
-	return broker{system: inproc.System, pub: mux, run: func(t *testing.T, ctx context.Context, h consume.Handler) {
-		must(t, mux.Handle("user.signed_up", "welcome-inproc", h))
-		<-ctx.Done()
-	}}
+	return broker{system: inproc.System, pub: mux,
+		subscribe: func(t *testing.T, h consume.Handler) { must(t, mux.Handle("user.signed_up", "welcome-inproc", h)) },
+		run:       func(t *testing.T, ctx context.Context, h consume.Handler) { <-ctx.Done() }}
 }
 
 func redisBroker(t *testing.T, addr string) broker {
