@@ -53,7 +53,20 @@ func TestConformance(t *testing.T) {
 		},
 		KeyOrderAcrossConsumers: true,
 		BrokerDedupes:           true,
+		Skip:                    longFaultCases(),
 	})
+}
+
+// longFaultCases are the suite's cases too long for the everyday run:
+// BrokerOutage waits a minute or two here (72 s measured), for asynq
+// v0.26 loses a completion written while Redis was cut and hands the task
+// out again only after its lease. They run with OUTBOX_FAULT_SUITE=1, as
+// .ci/run sets, and are skipped, naming the variable, otherwise.
+func longFaultCases() map[string]string {
+	if testenv.FaultSuite() {
+		return nil
+	}
+	return map[string]string{"BrokerOutage": testenv.FaultSuiteSkip}
 }
 
 // server is the transport of the suite's consumers: Receive runs an asynq
