@@ -58,10 +58,11 @@ func TestConformance(t *testing.T) {
 }
 
 // longFaultCases are the suite's cases too long for the everyday run:
-// BrokerOutage waits a minute or two here (72 s measured), for asynq
-// v0.26 loses a completion written while Redis was cut and hands the task
-// out again only after its lease. They run with OUTBOX_FAULT_SUITE=1, as
-// .ci/run sets, and are skipped, naming the variable, otherwise.
+// BrokerOutage takes from 4 s to minutes here (72 s in one run), for
+// asynq v0.26 may lose a completion written while Redis was cut and hand
+// the task out again only after its lease. They run with
+// OUTBOX_FAULT_SUITE=1, as .ci/run sets, and are skipped, naming the
+// variable, otherwise.
 func longFaultCases() map[string]string {
 	if testenv.FaultSuite() {
 		return nil
