@@ -3,10 +3,13 @@ package relay_test
 import (
 	"context"
 	"database/sql"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gormoutbox/outbox"
+	"github.com/gormoutbox/outbox/internal/testdb"
 	"github.com/gormoutbox/outbox/internal/testenv"
 	"github.com/gormoutbox/outbox/relay"
 )
@@ -17,7 +20,11 @@ import (
 // claim fails, the relay takes another connection, and events keep
 // flowing; once Start returns, the connection is back in the pool.
 func TestClaimConnectionIsReplacedWhenItDies(t *testing.T) {
-	db := testenv.Open(t, testenv.Postgres)
+	// The test's connections carry a name of their own, so that it
+	// terminates its relay's claim connection and no other test's (they
+	// share the database, each in its own schema).
+	app := testenv.Name("claimconn")
+	db := testdb.Open(t, testdb.Postgres, withApplicationName(testenv.DSN(t, testenv.Postgres), app), testenv.Config())
 	must(t, db.Use(&outbox.Plugin{AutoMigrate: true}))
 	rec := newRecorder()
 	r := newRelay(t, db, rec, relay.WithPollInterval(20*time.Millisecond))
@@ -43,7 +50,8 @@ func TestClaimConnectionIsReplacedWhenItDies(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for len(killed) == 0 && time.Now().Before(deadline) {
 		must(t, db.Raw(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle' AND query LIKE 'WITH RECURSIVE%'`).Scan(&killed).Error)
+			WHERE datname = current_database() AND application_name = ? AND pid <> pg_backend_pid()
+			AND state = 'idle' AND query LIKE 'WITH RECURSIVE%'`, app).Scan(&killed).Error)
 		time.Sleep(5 * time.Millisecond)
 	}
 	if len(killed) != 1 {
@@ -74,4 +82,17 @@ func TestClaimConnectionIsReplacedWhenItDies(t *testing.T) {
 	for _, c := range conns {
 		must(t, c.Close())
 	}
+}
+
+// withApplicationName adds application_name to a PostgreSQL URL or
+// key=value DSN.
+func withApplicationName(dsn, name string) string {
+	if strings.Contains(dsn, "://") {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		return dsn + sep + "application_name=" + url.QueryEscape(name)
+	}
+	return dsn + " application_name=" + name
 }
