@@ -56,11 +56,7 @@ func (r *Relay) Start(ctx context.Context) error {
 	totals := &counters{}
 	listen := newListener(r)
 	listen.start(lctx)
-	if reg, err := r.inst.observeTable(r.table, r.stats); err != nil {
-		r.log.Warn("the table gauges are not reported", "error", err)
-	} else {
-		defer func() { _ = reg.Unregister() }()
-	}
+	defer r.observeTable()()
 	single := newSingleActive(r)
 	beat := newHeartbeater(r, totals)
 	beat.role = single.role
@@ -96,13 +92,29 @@ func (r *Relay) Start(ctx context.Context) error {
 	listen.stop()
 	wg.Wait()
 	r.background.Wait()
-	r.log.Info("relay stopped", "claimed", totals.claimed.Load(), "published", totals.published.Load(),
-		"failed", totals.failed.Load(), "dead", totals.dead.Load(), "released", totals.released.Load(), "lost", totals.lost.Load(), "rescued", totals.rescued.Load())
+	r.logStopped(totals)
 	var fe *fatalError
 	if errors.As(context.Cause(ctx), &fe) {
 		return fe.err
 	}
 	return nil
+}
+
+// observeTable registers the table's gauges (a warning when they cannot
+// be) and returns what unregisters them.
+func (r *Relay) observeTable() func() {
+	reg, err := r.inst.observeTable(r.table, r.stats)
+	if err != nil {
+		r.log.Warn("the table gauges are not reported", "error", err)
+		return func() {}
+	}
+	return func() { _ = reg.Unregister() }
+}
+
+// logStopped logs what the relay did, as it stops.
+func (r *Relay) logStopped(t *counters) {
+	r.log.Info("relay stopped", "claimed", t.claimed.Load(), "published", t.published.Load(), "failed", t.failed.Load(),
+		"dead", t.dead.Load(), "released", t.released.Load(), "lost", t.lost.Load(), "rescued", t.rescued.Load())
 }
 
 // fatalError is the cause of a Start stopped by one of its services.

@@ -115,6 +115,30 @@ func (f *relayFlags) newRelay(ctx context.Context, args []string) (_ *relay.Rela
 			closeAll()
 		}
 	}()
+	opts := f.relayOptions(log)
+	db, err := f.open(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.metricsAddr != "" {
+		opt, stop, err := serveMetrics(f.metricsAddr, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, opt)
+		closers = append(closers, stop)
+	}
+	r, err := relay.New(db, pub, opts...)
+	if err != nil {
+		return nil, nil, usagef("%v", strings.TrimPrefix(err.Error(), "relay: invalid option: "))
+	}
+	return r, closeAll, nil
+}
+
+// relayOptions are the relay's options that the flags set (the metrics'
+// comes with its server); with --wal it also sets f.wal, so that the
+// database opens in WAL mode's drain.
+func (f *relayFlags) relayOptions(log *slog.Logger) []relay.Option {
 	opts := []relay.Option{relay.WithLogger(log), relay.WithBatchSize(f.batch), relay.WithConcurrency(f.concurrency),
 		relay.WithMaxAttempts(f.maxAttempts), relay.WithLease(f.lease), relay.WithRetention(f.retention),
 		relay.WithListen(!f.noListen)}
@@ -138,23 +162,7 @@ func (f *relayFlags) newRelay(ctx context.Context, args []string) (_ *relay.Rela
 			opts = append(opts, relay.WithReplicationDSN(f.replicationDSN))
 		}
 	}
-	db, err := f.open(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	if f.metricsAddr != "" {
-		opt, stop, err := serveMetrics(f.metricsAddr, log)
-		if err != nil {
-			return nil, nil, err
-		}
-		opts = append(opts, opt)
-		closers = append(closers, stop)
-	}
-	r, err := relay.New(db, pub, opts...)
-	if err != nil {
-		return nil, nil, usagef("%v", strings.TrimPrefix(err.Error(), "relay: invalid option: "))
-	}
-	return r, closeAll, nil
+	return opts
 }
 
 func runRelay(ctx context.Context, c *cli, args []string) error {
