@@ -355,10 +355,10 @@ type ending struct {
 	consumers                    *workload.Consumers
 }
 
-// finish stops the writers, waits for the backlog to drain, checks the
-// guarantees, checks that every relay still delivers, stops the relays
-// and logs the summary line.
-func finish(t *testing.T, db *gorm.DB, relays *fleet, w *workload.Writers, e ending) workload.Report {
+// drainAfterWriters stops the writers, if any, and waits for the backlog
+// to drain (e.drain without shrinking, 60s by default); it returns e's
+// faults with the writers' failures.
+func drainAfterWriters(t *testing.T, db *gorm.DB, w *workload.Writers, e ending) string {
 	t.Helper()
 	faults := e.faults
 	if w != nil {
@@ -372,6 +372,15 @@ func finish(t *testing.T, db *gorm.DB, relays *fleet, w *workload.Writers, e end
 		e.drain = 60 * time.Second
 	}
 	workload.WaitDrained(t, db, e.drain, len(e.expect.Dead))
+	return faults
+}
+
+// finish stops the writers, waits for the backlog to drain, checks the
+// guarantees, checks that every relay still delivers, stops the relays
+// and logs the summary line.
+func finish(t *testing.T, db *gorm.DB, relays *fleet, w *workload.Writers, e ending) workload.Report {
+	t.Helper()
+	faults := drainAfterWriters(t, db, w, e)
 	if !workload.Drained(db, len(e.expect.Dead)) {
 		logTransactions(t, db) // what holds the locks the stuck events wait for?
 	}

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -70,18 +69,7 @@ func walRelayConfig(d *database) workload.RelayConfig {
 // one relay streams and the others stand by.
 func walFinish(t *testing.T, db *gorm.DB, relays *fleet, w *workload.Writers, e ending) workload.Report {
 	t.Helper()
-	faults := e.faults
-	if w != nil {
-		ws := w.Stop()
-		faults += fmt.Sprintf("; %d writer transactions failed", ws.Failed)
-		if ws.LastErr != nil {
-			t.Logf("last writer error: %v", ws.LastErr)
-		}
-	}
-	if e.drain == 0 {
-		e.drain = 60 * time.Second
-	}
-	workload.WaitDrained(t, db, e.drain, len(e.expect.Dead))
+	faults := drainAfterWriters(t, db, w, e)
 	e.expect.WAL = true
 	rep := workload.Check(t, db, e.expect)
 	if relays != nil {
